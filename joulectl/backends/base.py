@@ -1,0 +1,81 @@
+"""The contract every GPU backend implements, and the errno -> status table shared by all.
+
+A backend module (``nvidia``, ``amd``, ``intel``) exposes:
+
+- ``is_available(host) -> bool``: a cheap probe (PCI vendor ids, ``/dev/nvidiactl``, hwmon names).
+- ``discover(host) -> list[GpuDevice]``: every device of that vendor, reads degrading to unknown
+  with a reason; raises :class:`BackendUnavailable` when the vendor's devices cannot be listed
+  at all (tool missing, failing or timing out), which discover reports per vendor.
+- ``set_caps(host, requests) -> list[WriteOutcome]``: write each (device, watts) and read it back.
+  A batch so that NVIDIA can make one call per distinct value. Ops has already resolved
+  percentages, ranges, ``unchanged`` and ``skipped``; the backend only writes and verifies.
+
+The CPU backend (``cpu``) has ``discover(host) -> CpuInventory`` and ``set_caps`` over package
+zones. Backends never print and never import typer or rich.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Protocol
+
+from joulectl.host import Host
+from joulectl.models import GpuDevice, Status
+
+
+class BackendUnavailable(Exception):
+    """The vendor's devices could not be listed (the message says why)."""
+
+
+@dataclass
+class WriteOutcome:
+    """What one write did: the status, a message, and the value read back (watts)."""
+
+    device: str
+    status: Status
+    message: str = ""
+    after_w: float | None = None
+
+
+class GpuBackend(Protocol):
+    vendor: str
+
+    def is_available(self, host: Host) -> bool: ...
+
+    def discover(self, host: Host) -> list[GpuDevice]: ...
+
+    def set_caps(self, host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteOutcome]: ...
+
+
+REFUSED_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+UNSUPPORTED_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBUSY, errno.ENOSYS})
+
+PRIVILEGE_HINT = "run as root (sudo joulectl ...)"
+
+
+def status_for_errno(err: int) -> Status:
+    """The status a failed write gets (SPEC §4): no privilege -> refused, EINVAL and ENODATA ->
+    blocked, EOPNOTSUPP/EBUSY -> unsupported, anything else -> error."""
+    if err in REFUSED_ERRNOS:
+        return Status.REFUSED
+    if err in (errno.EINVAL, errno.ENODATA, errno.ERANGE):
+        return Status.BLOCKED
+    if err in UNSUPPORTED_ERRNOS:
+        return Status.UNSUPPORTED
+    return Status.ERROR
+
+
+def normalize_bus_id(bus_id: str) -> str:
+    """A PCI bus id as sysfs spells it: ``0000:07:00.0``, lowercase, 4-digit domain.
+
+    nvidia-smi prints ``00000000:07:00.0`` (8-digit domain, upper case).
+    """
+    text = bus_id.strip().lower()
+    if text.count(":") == 2:
+        domain, rest = text.split(":", 1)
+        domain = domain[-4:].rjust(4, "0")
+        return f"{domain}:{rest}"
+    if text.count(":") == 1:
+        return f"0000:{text}"
+    return text

@@ -1,0 +1,133 @@
+"""The ``joulectl`` command line: one typer app, thin subcommands, one error handler.
+
+Every expected error is a :class:`~joulectl.errors.JoulectlError` and becomes one line on stderr
+with its exit code (SPEC §2); a traceback is shown only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from joulectl import __version__
+from joulectl.cli.common import STATE
+from joulectl.errors import ExitCode, JoulectlError
+
+app = typer.Typer(
+    name="joulectl",
+    help="GPU and CPU power control for GPU fleets: discover, cap, governor, plan, schedule-check, simulate.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"joulectl {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global(
+    root: Annotated[
+        str,
+        typer.Option(
+            "--root",
+            envvar="JOULECTL_ROOT",
+            help="Host root of every read and write (a node tree from `simulate render`).",
+            show_default=True,
+        ),
+    ] = "/",
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also NO_COLOR).")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+    tool_timeout: Annotated[
+        float,
+        typer.Option("--tool-timeout", help="Timeout of every vendor tool call, in seconds.", min=0.1),
+    ] = 3.0,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True),
+    ] = False,
+) -> None:
+    """GPU and CPU power control for GPU fleets."""
+    STATE.root = root
+    STATE.debug = debug
+    STATE.no_color = no_color or bool(os.environ.get("NO_COLOR"))
+    STATE.tool_timeout = tool_timeout
+    if STATE.no_color:
+        from joulectl.render import set_color
+
+        set_color(False)
+
+
+def _register() -> None:
+    from joulectl.cli import cap, discover, governor, plan, schedule_check, simulate
+
+    for module in (discover, cap, governor, plan, schedule_check, simulate):
+        module.register(app)
+
+
+_register()
+
+
+def _error_line(message: str, hint: str | None = None) -> None:
+    sys.stderr.write(f"joulectl: error: {message}\n")
+    if hint:
+        sys.stderr.write(f"joulectl: hint: {hint}\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app and turn every outcome into an exit code."""
+    code = run(argv)
+    sys.exit(code)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the app, returning the exit code instead of exiting (used by tests and ``main``)."""
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="joulectl", standalone_mode=False)
+        return int(rv) if isinstance(rv, int) else 0
+    except JoulectlError as e:
+        _error_line(str(e), e.hint)
+        return int(e.exit_code)
+    except typer.Exit as e:
+        return int(e.exit_code)
+    except typer.Abort:
+        sys.stderr.write("joulectl: interrupted\n")
+        return int(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt:
+        sys.stderr.write("joulectl: interrupted\n")
+        return int(ExitCode.INTERRUPTED)
+    except typer.TyperException as e:  # usage errors: bad flag, missing argument, bad value
+        exit_code = getattr(e, "exit_code", 2)
+        show = getattr(e, "show", None)
+        if callable(show):
+            show()
+        else:
+            _error_line(str(e))
+        return int(exit_code)
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
+    except Exception as e:  # the one place internal errors become exit 1
+        if STATE.debug or os.environ.get("JOULECTL_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        else:
+            first = str(e).splitlines()[0] if str(e) else ""
+            _error_line(
+                f"internal error: {type(e).__name__}{': ' + first if first else ''}",
+                "run with --debug for the traceback, and please report it",
+            )
+        return int(ExitCode.INTERNAL)

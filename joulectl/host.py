@@ -1,0 +1,301 @@
+"""The host: every read, write and tool run joulectl makes goes through one :class:`Host`.
+
+``Host(root)`` maps host paths (``/sys/...``, ``/proc/cpuinfo``, ``/var/lib/joulectl``) under a
+root directory, keeps the errno of every failed read or write, and runs vendor tools with an
+argument list (never a shell) and a timeout. A root other than ``/`` is a confinement boundary:
+a ``..`` component or a symlink that resolves outside it is refused, and tools are looked up in
+``<root>/bin`` only, so nothing of the real host leaks into an emulated node.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from joulectl.errors import ConfinementError, InputError
+
+DEFAULT_TOOL_TIMEOUT_S = 3.0
+#: Largest attribute or tool output read, in bytes; sysfs attributes are at most a page.
+MAX_ATTR_BYTES = 1 << 20
+
+
+class HostIOError(Exception):
+    """A read or write of a host file failed; ``errno`` is the kernel's error number."""
+
+    def __init__(self, err: int, path: str, strerror: str | None = None) -> None:
+        self.errno = err
+        self.path = path
+        self.strerror = strerror or os.strerror(err)
+        super().__init__(f"{path}: {self.errno_name}: {self.strerror}")
+
+    @property
+    def errno_name(self) -> str:
+        """Symbolic name such as ``EACCES``."""
+        return errno_mod.errorcode.get(self.errno, f"errno {self.errno}")
+
+
+class ToolError(Exception):
+    """A vendor tool could not be run to completion."""
+
+    def __init__(self, tool: str, message: str) -> None:
+        self.tool = tool
+        super().__init__(message)
+
+
+class ToolNotFound(ToolError):
+    """The tool is not installed (not in ``<root>/bin``, or not on ``PATH`` for the live host)."""
+
+
+class ToolTimeout(ToolError):
+    """The tool did not finish within the timeout and was killed."""
+
+
+@dataclass(frozen=True)
+class Attr:
+    """The result of reading one attribute: its stripped text, or the errno that failed it."""
+
+    value: str | None
+    errno: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+    @property
+    def reason(self) -> str | None:
+        """Why the value is unknown: an errno name, or ``empty`` for an empty read."""
+        if self.errno is not None:
+            return errno_mod.errorcode.get(self.errno, f"errno {self.errno}")
+        if self.value == "":
+            return "empty"
+        return None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A finished tool run."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+@dataclass
+class Host:
+    """A host filesystem root and the vendor tools that belong to it.
+
+    ``root`` is ``/`` on a real node, or a tree such as one ``joulectl simulate render`` made.
+    """
+
+    root: str = "/"
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT_S
+    env: Mapping[str, str] | None = None
+    tool_calls: list[tuple[str, ...]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        root = os.path.abspath(os.fspath(self.root))
+        if not os.path.isdir(root):
+            raise InputError(
+                "host root does not exist or is not a directory" if not os.path.exists(root)
+                else "host root is not a directory",
+                file=root,
+                field="--root",
+            )
+        self.root = root
+        self._real_root = os.path.realpath(root)
+        self.is_live = self._real_root == "/"
+
+    # -- paths -----------------------------------------------------------------------------
+
+    def path(self, host_path: str) -> str:
+        """The real filesystem path of ``host_path`` (an absolute path as the node sees it)."""
+        if not host_path.startswith("/"):
+            raise ConfinementError("not an absolute host path", file=host_path)
+        parts = host_path.split("/")
+        if ".." in parts or "\x00" in host_path:
+            raise ConfinementError("path leaves the host root", file=host_path)
+        if self.is_live:
+            return host_path
+        return self._real_root + host_path if host_path != "/" else self._real_root
+
+    def _checked(self, host_path: str) -> str:
+        """``path()``, refusing a symlink that resolves outside the root."""
+        real = self.path(host_path)
+        if self.is_live:
+            return real
+        resolved = os.path.realpath(real)
+        if resolved != self._real_root and not resolved.startswith(self._real_root + os.sep):
+            raise ConfinementError(f"symlink escapes the host root to {resolved}", file=host_path)
+        return resolved
+
+    def exists(self, host_path: str) -> bool:
+        try:
+            return os.path.exists(self._checked(host_path))
+        except ConfinementError:
+            return False
+
+    def is_dir(self, host_path: str) -> bool:
+        try:
+            return os.path.isdir(self._checked(host_path))
+        except ConfinementError:
+            return False
+
+    def listdir(self, host_path: str) -> list[str]:
+        """Sorted entries of a directory; empty when it is missing or unreadable."""
+        try:
+            return sorted(os.listdir(self._checked(host_path)))
+        except (OSError, ConfinementError):
+            return []
+
+    def realpath(self, host_path: str) -> str:
+        """The host path ``host_path`` resolves to, following symlinks inside the root."""
+        resolved = self._checked(host_path)
+        if self.is_live:
+            return os.path.realpath(resolved)
+        rel = resolved[len(self._real_root):]
+        return rel or "/"
+
+    # -- reads and writes -----------------------------------------------------------------
+
+    def read(self, host_path: str, *, limit: int = MAX_ATTR_BYTES) -> str:
+        """Read a file as text (invalid UTF-8 replaced); raise :class:`HostIOError` with the errno."""
+        try:
+            real = self._checked(host_path)
+        except ConfinementError as e:
+            raise HostIOError(errno_mod.EACCES, host_path, str(e)) from e
+        try:
+            with open(real, "rb") as fh:
+                data = fh.read(limit + 1)
+        except OSError as e:
+            raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
+        if len(data) > limit:
+            raise HostIOError(errno_mod.EFBIG, host_path, f"larger than {limit} bytes")
+        return data.decode("utf-8", errors="replace")
+
+    def read_attr(self, host_path: str) -> Attr:
+        """Read one sysfs-style attribute, stripped; never raises."""
+        try:
+            return Attr(self.read(host_path).strip())
+        except HostIOError as e:
+            return Attr(None, e.errno)
+
+    def read_int(self, host_path: str) -> int | None:
+        """An integer attribute, or None when missing, empty, unreadable or not an integer."""
+        attr = self.read_attr(host_path)
+        if not attr.value:
+            return None
+        try:
+            return int(attr.value.split()[0], 10)
+        except ValueError:
+            return None
+
+    def write(self, host_path: str, value: str) -> None:
+        """Write an attribute as sysfs takes it: one store, no create; raise :class:`HostIOError`."""
+        try:
+            real = self._checked(host_path)
+        except ConfinementError as e:
+            raise HostIOError(errno_mod.EACCES, host_path, str(e)) from e
+        data = value.encode()
+        try:
+            fd = os.open(real, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as e:
+            raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
+        try:
+            os.write(fd, data)
+        except OSError as e:
+            raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
+        finally:
+            os.close(fd)
+
+    def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644) -> None:
+        """Replace a regular file atomically: temp file, fsync, rename, fsync of the directory."""
+        real = self.path(host_path)
+        directory = os.path.dirname(real)
+        self.makedirs(os.path.dirname(host_path))
+        self._checked(os.path.dirname(host_path))
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, real)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def makedirs(self, host_path: str, mode: int = 0o755) -> None:
+        """Create a directory (and parents) under the root."""
+        real = self.path(host_path)
+        os.makedirs(real, mode=mode, exist_ok=True)
+        self._checked(host_path)
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def which(self, tool: str) -> str | None:
+        """Where ``tool`` lives: ``<root>/bin`` for an emulated root, ``PATH`` on the live host."""
+        if "/" in tool or not tool:
+            return None
+        if not self.is_live:
+            candidate = os.path.join(self._real_root, "bin", tool)
+            return candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+        import shutil
+
+        return shutil.which(tool)
+
+    def run(self, argv: Sequence[str], *, timeout: float | None = None) -> ToolResult:
+        """Run a vendor tool with an argument list (never a shell) and a timeout.
+
+        Raises :class:`ToolNotFound` or :class:`ToolTimeout`; a non-zero exit is a result, not
+        an exception, because vendor tools report warnings through it.
+        """
+        if not argv:
+            raise ValueError("empty argv")
+        for arg in argv:
+            if not isinstance(arg, str) or "\x00" in arg:
+                raise ValueError(f"invalid tool argument {arg!r}")
+        tool = argv[0]
+        exe = self.which(tool)
+        if exe is None:
+            where = f"{self.root}/bin" if not self.is_live else "PATH"
+            raise ToolNotFound(tool, f"{tool} not found in {where}")
+        limit = self.tool_timeout if timeout is None else timeout
+        env = dict(os.environ if self.env is None else self.env)
+        self.tool_calls.append(tuple(argv))
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(
+                [exe, *argv[1:]],
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                timeout=limit,
+                env=env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise ToolTimeout(tool, f"{tool} timed out after {limit:g} s") from e
+        except OSError as e:
+            raise ToolError(tool, f"{tool} could not be run: {e.strerror or e}") from e
+        return ToolResult(
+            argv=tuple(argv),
+            returncode=proc.returncode,
+            stdout=proc.stdout[:MAX_ATTR_BYTES * 8].decode("utf-8", errors="replace"),
+            stderr=proc.stderr[:MAX_ATTR_BYTES].decode("utf-8", errors="replace"),
+            seconds=time.monotonic() - start,
+        )

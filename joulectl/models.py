@@ -1,0 +1,252 @@
+"""Plain data shared by backends, ops and render: what a node has and what a command did.
+
+Units live in names: ``_w`` watts, ``_mhz`` MHz, ``_uj`` microjoules. Backends fill these; ops
+turn them into results; render prints them. ``None`` always means "unknown", and the matching
+``reason`` or ``control.reason`` field says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """Per-device outcome of a mutating command (SPEC §2)."""
+
+    APPLIED = "applied"
+    UNCHANGED = "unchanged"
+    APPLIED_UNVERIFIED = "applied-unverified"
+    SKIPPED = "skipped"
+    BLOCKED = "blocked"
+    UNSUPPORTED = "unsupported"
+    REFUSED = "refused"
+    ERROR = "error"
+    PLANNED = "planned"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Statuses that count as success for the exit code.
+OK_STATUSES = frozenset(
+    {Status.APPLIED, Status.UNCHANGED, Status.APPLIED_UNVERIFIED, Status.SKIPPED, Status.PLANNED}
+)
+
+GPU_PRESETS = ("auto", "sustained", "efficient", "low", "peak")
+CPU_PRESETS = ("performance", "balanced", "efficiency")
+
+
+@dataclass(frozen=True)
+class PowerRange:
+    """A settable power range in watts; any bound may be unknown."""
+
+    min_w: float | None = None
+    max_w: float | None = None
+    default_w: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.max_w is not None
+
+
+@dataclass(frozen=True)
+class Control:
+    """Whether a capability can be used, and why not."""
+
+    available: bool
+    reason: str | None = None
+
+
+@dataclass
+class GpuDevice:
+    """One GPU as discovered: identity, limits, current state and how it is controlled.
+
+    ``holds_limit`` is False for a device limited through a primary die (MI250X secondary GCD);
+    ``primary_bus_id`` then names the primary. Backend-private details (hwmon directory, cap
+    file, clock tables) live in the typed optional fields below.
+    """
+
+    index: int
+    bus_id: str
+    vendor: str  # nvidia | amd | intel
+    driver: str  # nvidia | amdgpu | i915 | xe
+    raw_model: str | None
+    model: str | None
+    catalog_key: str | None = None
+    uuid: str | None = None
+    cap_range: PowerRange = field(default_factory=PowerRange)
+    current_cap_w: float | None = None
+    power_w: float | None = None
+    holds_limit: bool = True
+    primary_bus_id: str | None = None
+    partition: str | None = None
+    mig: str | None = None
+    control: Control = field(default_factory=lambda: Control(False, "not probed"))
+    governor_presets: tuple[str, ...] = ()
+    architecture: str | None = None
+    persistence_mode: str | None = None
+    #: hwmon directory (host path) for amdgpu, i915 and xe.
+    hwmon: str | None = None
+    #: file the cap is written to (host path) for sysfs backends.
+    cap_file: str | None = None
+    #: supported clocks: memory MHz -> graphics MHz, highest first.
+    supported_clocks: dict[int, list[int]] | None = None
+    #: current clocks and locks as read: graphics_mhz, memory_mhz, ...
+    clocks: dict[str, Any] = field(default_factory=dict)
+    #: AMD performance level and sclk levels (MHz) as read.
+    perf_level: str | None = None
+    sclk_levels_mhz: list[int] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PowercapConstraint:
+    """One ``constraint_<i>_*`` set of a powercap zone."""
+
+    index: int
+    name: str | None  # long_term | short_term | peak_power
+    limit_w: float | None
+    min_w: float | None
+    max_w: float | None
+    time_window_us: int | None
+    limit_path: str
+    #: errno name when the limit could not be read (ENODATA: locked by firmware).
+    limit_reason: str | None = None
+
+
+@dataclass
+class PowercapZone:
+    """A powercap (RAPL) zone: package, dram, psys, core or uncore."""
+
+    path: str  # host path of the zone directory
+    zone_id: str  # e.g. intel-rapl:0 or intel-rapl:0:1
+    name: str  # e.g. package-0, dram, psys
+    kind: str  # package | dram | psys | core | uncore | other
+    socket: int | None
+    enabled: bool | None
+    energy_readable: bool
+    energy_uj: int | None
+    max_energy_range_uj: int | None
+    constraints: list[PowercapConstraint] = field(default_factory=list)
+    energy_reason: str | None = None
+
+    @property
+    def long_term(self) -> PowercapConstraint | None:
+        return next((c for c in self.constraints if c.name == "long_term"), None)
+
+    @property
+    def locked(self) -> bool:
+        """PL1 visible but not writable: firmware lock (``enabled`` 0 or an ENODATA limit)."""
+        lt = self.long_term
+        return lt is not None and (self.enabled is False or lt.limit_reason == "ENODATA")
+
+
+@dataclass
+class CpufreqPolicy:
+    """One cpufreq policy directory."""
+
+    name: str  # policy0
+    path: str
+    cpus: list[int]
+    driver: str | None
+    governor: str | None
+    available_governors: list[str]
+    epp: str | None
+    available_epp: list[str]
+    min_khz: int | None
+    max_khz: int | None
+    base_khz: int | None
+    cur_khz: int | None
+
+
+@dataclass
+class CpuInventory:
+    """The node's CPUs: identity, topology, cpufreq and powercap."""
+
+    vendor: str | None
+    raw_model: str | None
+    model: str | None
+    catalog_key: str | None
+    exactness: str  # exact | proxy | generic
+    sockets: int
+    cores: int
+    threads: int
+    driver: str | None
+    available_governors: list[str]
+    governors: list[str]
+    epp: list[str]
+    available_epp: list[str]
+    turbo: bool | None
+    min_mhz: float | None
+    nominal_mhz: float | None
+    max_mhz: float | None
+    zones: list[PowercapZone]
+    policies: list[CpufreqPolicy]
+    cap_range_per_socket: PowerRange
+    control: Control
+    telemetry: Control
+    governor_control: Control
+    virtual: bool
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def package_zones(self) -> list[PowercapZone]:
+        return [z for z in self.zones if z.kind == "package"]
+
+
+@dataclass
+class HostInfo:
+    hostname: str
+    kernel: str | None
+    virtual: bool
+
+
+@dataclass
+class NodeInventory:
+    """Everything ``discover`` reports about one node."""
+
+    host: HostInfo
+    cpu: CpuInventory
+    gpus: list[GpuDevice]
+    #: per vendor backend: why GPUs of that vendor could not be listed (tool missing, timeout ...).
+    gpu_errors: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    @property
+    def power_domains(self) -> int:
+        return sum(1 for g in self.gpus if g.holds_limit)
+
+    @property
+    def governor_presets(self) -> tuple[str, ...]:
+        """Presets every GPU of the node accepts (SPEC §5)."""
+        if not self.gpus:
+            return ()
+        common = set(self.gpus[0].governor_presets)
+        for g in self.gpus[1:]:
+            common &= set(g.governor_presets)
+        return tuple(p for p in GPU_PRESETS if p in common)
+
+
+@dataclass
+class DeviceResult:
+    """One row of a mutating command's result (SPEC §2)."""
+
+    device: str  # PCI bus id or zone id
+    vendor: str
+    model: str | None
+    status: Status
+    message: str = ""
+    before_w: float | None = None
+    target_w: float | None = None
+    after_w: float | None = None
+    #: governor commands: the preset and what was in force before/after.
+    preset: str | None = None
+    before: str | None = None
+    after: str | None = None
+    kind: str = "gpu"  # gpu | cpu

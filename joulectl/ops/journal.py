@@ -1,0 +1,178 @@
+"""The journal: what was in force before joulectl first changed a device, and what it set since.
+
+``<root>/var/lib/joulectl/state.json``, written atomically (temp file, fsync, rename), so a kill
+at any point leaves either the old or the new journal, never a half-written one. Per device
+(PCI bus id or powercap zone id) it keeps:
+
+- ``original``: per setting, the value in force before joulectl's first change (``None`` when
+  it was unset, e.g. no clock lock). ``cap --restore`` and ``governor reset`` go back to it.
+- ``current``: per setting, the value joulectl last set and that is still in force by its hand.
+  A lock or level not in ``current`` was not set by joulectl and is never reset.
+- ``history``: the last :data:`HISTORY_LIMIT` settings made, with time and command.
+
+A journal that cannot be parsed is reported and moved aside to ``state.json.corrupt-<time>``;
+it is never overwritten blindly.
+
+Setting names in use: ``capWatts`` (GPU and RAPL caps), ``gpuLockedClocks``,
+``memoryLockedClocks`` (``"min,max"`` MHz), ``perfLevel``, ``sclkLevels`` (AMD),
+``cpuGovernor``, ``epp`` (per cpufreq policy, keyed by policy name).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from joulectl.host import Host, HostIOError
+
+JOURNAL_PATH = "/var/lib/joulectl/state.json"
+HISTORY_LIMIT = 50
+API_VERSION = "joulectl.io/v1alpha1"
+
+_UNSET = object()
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass
+class DeviceRecord:
+    vendor: str = ""
+    model: str | None = None
+    kind: str = "gpu"
+    original: dict[str, Any] = field(default_factory=dict)
+    current: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "vendor": self.vendor,
+            "model": self.model,
+            "kind": self.kind,
+            "original": self.original,
+            "current": self.current,
+            "history": self.history,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DeviceRecord:
+        if not isinstance(data, dict):
+            raise ValueError("device record is not an object")
+        rec = cls(
+            vendor=str(data.get("vendor", "")),
+            model=data.get("model"),
+            kind=str(data.get("kind", "gpu")),
+            original=dict(data.get("original") or {}),
+            current=dict(data.get("current") or {}),
+            history=list(data.get("history") or []),
+        )
+        return rec
+
+
+@dataclass
+class Journal:
+    devices: dict[str, DeviceRecord] = field(default_factory=dict)
+    #: set when a corrupt journal was moved aside while loading (its new path).
+    set_aside: str | None = None
+
+    def record(
+        self,
+        device: str,
+        setting: str,
+        before: Any,
+        value: Any,
+        *,
+        vendor: str = "",
+        model: str | None = None,
+        kind: str = "gpu",
+        command: str = "cap",
+    ) -> None:
+        """Note that joulectl set ``setting`` of ``device`` to ``value`` (``before`` was in force)."""
+        rec = self.devices.setdefault(device, DeviceRecord(vendor=vendor, model=model, kind=kind))
+        rec.vendor = vendor or rec.vendor
+        rec.model = model or rec.model
+        if setting not in rec.original:
+            rec.original[setting] = before
+        rec.current[setting] = value
+        rec.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
+        del rec.history[:-HISTORY_LIMIT]
+
+    def original(self, device: str, setting: str, default: Any = None) -> Any:
+        rec = self.devices.get(device)
+        if rec is None or setting not in rec.original:
+            return default
+        return rec.original[setting]
+
+    def has_original(self, device: str, setting: str) -> bool:
+        rec = self.devices.get(device)
+        return rec is not None and setting in rec.original
+
+    def current(self, device: str, setting: str, default: Any = None) -> Any:
+        rec = self.devices.get(device)
+        if rec is None:
+            return default
+        return rec.current.get(setting, default)
+
+    def set_by_joulectl(self, device: str, setting: str) -> bool:
+        """Whether joulectl set ``setting`` and has not undone it."""
+        rec = self.devices.get(device)
+        return rec is not None and setting in rec.current
+
+    def restored(self, device: str, setting: str, *, command: str = "restore") -> None:
+        """Forget ``setting`` after it was returned to its original value."""
+        rec = self.devices.get(device)
+        if rec is None:
+            return
+        value = rec.original.pop(setting, None)
+        rec.current.pop(setting, None)
+        rec.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
+        del rec.history[:-HISTORY_LIMIT]
+        if not rec.original and not rec.current:
+            rec.history.append({"at": _now(), "command": command, "setting": "*", "value": "restored"})
+            del rec.history[:-HISTORY_LIMIT]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "Journal",
+            "updatedAt": _now(),
+            "devices": {k: v.to_dict() for k, v in sorted(self.devices.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Journal:
+        if not isinstance(data, dict) or data.get("kind") != "Journal":
+            raise ValueError("not a joulectl journal")
+        devices = data.get("devices") or {}
+        if not isinstance(devices, dict):
+            raise ValueError("devices is not an object")
+        return cls(devices={str(k): DeviceRecord.from_dict(v) for k, v in devices.items()})
+
+
+def load(host: Host) -> Journal:
+    """The node's journal; empty when there is none. A corrupt one is moved aside and reported
+    through :attr:`Journal.set_aside`."""
+    try:
+        text = host.read(JOURNAL_PATH)
+    except HostIOError as e:
+        import errno
+
+        if e.errno == errno.ENOENT:
+            return Journal()
+        raise
+    try:
+        return Journal.from_dict(json.loads(text))
+    except (ValueError, TypeError, AttributeError):
+        aside = f"{JOURNAL_PATH}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 1000000:06d}"
+        import os
+
+        os.replace(host.path(JOURNAL_PATH), host.path(aside))
+        return Journal(set_aside=aside)
+
+
+def save(host: Host, journal: Journal) -> None:
+    """Write the journal atomically."""
+    host.write_atomic(JOURNAL_PATH, json.dumps(journal.to_dict(), indent=2) + "\n", mode=0o600)

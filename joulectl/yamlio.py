@@ -1,0 +1,146 @@
+"""Safe loading of YAML and JSON input files, with errors that name the file.
+
+YAML is always loaded with a safe loader. Inputs over :data:`MAX_INPUT_BYTES` are refused, and so
+are documents with more than :data:`MAX_ALIASES` aliases (an alias bomb expands to a structure
+whose traversal never ends). ``-`` reads stdin. JSON files are parsed with :mod:`json` (fast).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Any
+
+from joulectl.errors import InputError
+
+MAX_INPUT_BYTES = int(os.environ.get("JOULECTL_MAX_INPUT_BYTES", str(64 << 20)))
+MAX_ALIASES = 1000
+MAX_DEPTH = 200
+_ANCHOR = re.compile(r"(?:^|[\s\[{,:-])&[^\s,\[\]{}]+")
+
+
+def read_text(path: str, *, what: str = "file") -> str:
+    """Read an input file (``-`` for stdin) as text, refusing huge or unreadable ones."""
+    label = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            if os.path.isdir(path):
+                raise InputError(f"is a directory, expected a {what}", file=label)
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_INPUT_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", file=label) from None
+    except PermissionError:
+        raise InputError(f"{what} is not readable (permission denied)", file=label) from None
+    except OSError as e:
+        raise InputError(f"{what} could not be read: {e.strerror}", file=label) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(
+            f"{what} is larger than {MAX_INPUT_BYTES >> 20} MiB; refusing to parse it", file=label
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text (byte {e.start})", file=label) from None
+
+
+def _loader(text: str) -> Any:
+    import yaml
+
+    if _ANCHOR.search(text):
+        return _counting_loader()
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _counting_loader() -> Any:
+    import yaml
+
+    class CountingLoader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                CountingLoader.aliases += 1
+                if CountingLoader.aliases > MAX_ALIASES:
+                    raise yaml.YAMLError(f"more than {MAX_ALIASES} aliases (alias bomb?)")
+            return super().compose_node(parent, index)
+
+    return CountingLoader
+
+
+def _check_depth(data: Any, label: str) -> None:
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InputError(f"nested deeper than {MAX_DEPTH} levels", file=label)
+        if isinstance(node, dict):
+            seen += len(node)
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            seen += len(node)
+            stack.extend((v, depth + 1) for v in node)
+        if seen > 50_000_000:
+            raise InputError("document expands to too many elements", file=label)
+
+
+def parse_documents(text: str, label: str) -> list[Any]:
+    """Parse YAML (or JSON) text into its documents; empty documents are dropped."""
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            pass  # flow-style YAML is not JSON; fall through to the YAML parser
+        else:
+            _check_depth(doc, label)
+            return [doc]
+    import yaml
+
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=_loader(text)) if d is not None]
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise InputError(f"invalid YAML: {where}{e.problem or e.context}", file=label) from None
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as e:
+        raise InputError(f"invalid YAML: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                         file=label) from None
+    for d in docs:
+        _check_depth(d, label)
+    return docs
+
+
+def load_documents(path: str, *, what: str = "file") -> list[Any]:
+    """All documents of a YAML or JSON file."""
+    label = "<stdin>" if path == "-" else path
+    return parse_documents(read_text(path, what=what), label)
+
+
+def load_one(path: str, *, what: str = "file") -> Any:
+    """The single document of a YAML or JSON file; an empty file is an error."""
+    label = "<stdin>" if path == "-" else path
+    docs = load_documents(path, what=what)
+    if not docs:
+        raise InputError(f"{what} is empty", file=label)
+    if len(docs) > 1:
+        raise InputError(f"expected one document, found {len(docs)}", file=label)
+    return docs[0]
+
+
+def load_json_map(path: str, *, what: str) -> dict[str, Any]:
+    """A JSON object file (model caps, model presets); invalid JSON is an error, not ``{}``."""
+    label = "<stdin>" if path == "-" else path
+    text = read_text(path, what=what)
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise InputError(f"invalid JSON: {e}", file=label) from None
+    if not isinstance(data, dict):
+        raise InputError(f"expected a JSON object, found {type(data).__name__}", file=label)
+    return data
