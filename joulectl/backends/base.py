@@ -79,3 +79,40 @@ def normalize_bus_id(bus_id: str) -> str:
     if text.count(":") == 1:
         return f"0000:{text}"
     return text
+
+
+#: NVIDIA architectures that have run-time graphics and memory clock locks (Ampere and newer).
+NVIDIA_GOVERNOR_ARCHS = frozenset({"ampere", "ada", "ada_lovelace", "hopper", "blackwell", "rubin"})
+
+
+def governor_presets(device: GpuDevice, model_presets: dict[str, object] | None = None) -> tuple[str, ...]:
+    """The GPU governor presets a device accepts (SPEC §5).
+
+    NVIDIA: Ampere or newer with a known clock table; ``sustained`` only when ``model_presets``
+    (the GPU_GOVERNOR_MODEL_PRESETS_JSON map, keyed by product without GFD suffixes) names the
+    model. AMD: the five presets when ``power_dpm_force_performance_level`` is present
+    (``efficient`` also needs ``pp_dpm_sclk`` levels). Intel: none yet.
+    """
+    if device.vendor == "nvidia":
+        arch = (device.architecture or "").strip().lower()
+        if arch not in NVIDIA_GOVERNOR_ARCHS or not device.supported_clocks:
+            return ()
+        presets = ["auto", "efficient", "low", "peak"]
+        if model_presets and _model_in(device, model_presets):
+            presets.append("sustained")
+        return tuple(p for p in ("auto", "sustained", "efficient", "low", "peak") if p in presets)
+    if device.vendor == "amd":
+        if device.perf_level is None:
+            return ()
+        presets = ["auto", "sustained", "low", "peak"]
+        if device.sclk_levels_mhz:
+            presets.append("efficient")
+        return tuple(p for p in ("auto", "sustained", "efficient", "low", "peak") if p in presets)
+    return ()
+
+
+def _model_in(device: GpuDevice, model_presets: dict[str, object]) -> bool:
+    from joulectl.catalog import normalize, strip_gfd_suffix
+
+    names = {normalize(strip_gfd_suffix(n)) for n in (device.model, device.raw_model) if n}
+    return any(normalize(strip_gfd_suffix(k)) in names for k in model_presets)
