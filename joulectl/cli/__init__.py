@@ -67,9 +67,9 @@ def _global(
 
 
 def _register() -> None:
-    from joulectl.cli import cap, discover, governor, plan, schedule_check, simulate
+    from joulectl.cli import cap, completion, discover, governor, plan, schedule_check, simulate
 
-    for module in (discover, cap, governor, plan, schedule_check, simulate):
+    for module in (discover, cap, governor, plan, schedule_check, simulate, completion):
         module.register(app)
 
 
