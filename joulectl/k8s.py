@@ -216,6 +216,10 @@ class PodRef:
     labels: dict[str, str]
     spec: dict[str, Any]
     replicas: int = 1
+    #: ``status.phase`` of a Pod ("" for templates and pods without a status).
+    phase: str = ""
+    #: the Pod carries ``metadata.deletionTimestamp`` (it is terminating).
+    deleting: bool = False
 
 
 def iter_pods(doc: Any, label: str = "<input>") -> Iterator[PodRef]:
@@ -267,7 +271,15 @@ def iter_pods(doc: Any, label: str = "<input>") -> Iterator[PodRef]:
         labels=labels_of({"metadata": tmeta}),
         spec=dict(template["spec"]),
         replicas=replicas,
+        phase=_pod_phase(doc) if kind == "Pod" else "",
+        deleting=kind == "Pod" and bool(meta.get("deletionTimestamp")),
     )
+
+
+def _pod_phase(doc: Mapping[str, Any]) -> str:
+    status = doc.get("status")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return str(phase) if phase else ""
 
 
 WORKLOAD_CLASS_ANNOTATION = "joulie.io/workload-class"
