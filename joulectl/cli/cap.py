@@ -1,9 +1,89 @@
-"""`joulectl cap` (placeholder until the command lands)."""
+"""`joulectl cap`: set or restore GPU and CPU power caps, in watts or % of max, with readback."""
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
 import typer
+
+from joulectl.cli.common import STATE, Devices, DryRun, Wait, check_format
+
+# common.Output passes its default positionally, which typer 0.29 reads as a second name.
+_Output = Annotated[
+    str, typer.Option("-o", "--output", help="Output format: table, json, yaml.", metavar="TABLE|JSON|YAML")
+]
+
+_TWIN = "Apply a NodeTwin's caps and governor (- = stdin)."
+_SCHED = "Apply the eco schedule window in force now."
+_AT = "With --schedule: evaluate the schedule at this time."
+_NODE = "This node's name (default: its hostname)."
+_ANY = "Apply a twin written for another node."
+_PRESETS = "JSON map of per-model governor presets (for sustained)."
 
 
 def register(app: typer.Typer) -> None:
     """Add the command to the app."""
+
+    @app.command("cap")
+    def cap(
+        watts: Annotated[float | None, typer.Option("--watts", help="Cap at W watts per device.")] = None,
+        pct: Annotated[float | None, typer.Option("--pct", help="Cap at P % of each device's max.")] = None,
+        restore: Annotated[bool, typer.Option("--restore", help="Back to what was in force before.")] = False,
+        from_twin: Annotated[str | None, typer.Option("--from-twin", metavar="FILE", help=_TWIN)] = None,
+        schedule: Annotated[str | None, typer.Option("--schedule", metavar="FILE", help=_SCHED)] = None,
+        at: Annotated[str | None, typer.Option("--at", metavar="ISO8601", help=_AT)] = None,
+        gpu: Annotated[bool, typer.Option("--gpu", help="Cap the GPUs (the default).")] = False,
+        cpu: Annotated[bool, typer.Option("--cpu", help="Cap the CPU packages (RAPL PL1).")] = False,
+        all_: Annotated[bool, typer.Option("--all", help="Cap GPUs and CPU packages.")] = False,
+        device: Devices = None,
+        dry_run: DryRun = False,
+        wait: Wait = 10.0,
+        node_name: Annotated[str | None, typer.Option("--node-name", help=_NODE)] = None,
+        any_node: Annotated[bool, typer.Option("--any-node", help=_ANY)] = False,
+        model_presets: Annotated[
+            str | None, typer.Option("--governor-model-presets", metavar="FILE", help=_PRESETS)
+        ] = None,
+        output: _Output = "table",
+    ) -> None:
+        """Set or restore power caps, read back and journaled (exit 4 refused, 5 partial, 7 lock busy)."""
+        from joulectl.ops.cap import build_request, execute
+        from joulectl.render import emit, warn
+
+        fmt = check_format(output, ("table", "json", "yaml"))
+        req = build_request(
+            watts=watts, pct=pct, restore=restore, from_twin=from_twin, schedule=schedule, at=at,
+            any_node=any_node, gpu=gpu, cpu=cpu, all_=all_, selectors=device or (), dry_run=dry_run,
+            wait_s=wait, node_name=node_name, model_presets_file=model_presets,
+        )
+        report = execute(STATE.host(), req)
+        for line in report.warnings:
+            warn(line)
+        if report.schedule is not None:
+            from joulectl.ops.schedule import describe_dict
+
+            sys.stderr.write(f"joulectl: schedule: {describe_dict(report.schedule)}\n")
+        emit(report.to_dict(), fmt, lambda: _table(report))
+        err = report.error()
+        if err is not None:
+            raise err
+
+
+def _table(report: object) -> str:
+    from joulectl.ops.cap import CapReport
+    from joulectl.render import fmt_num, table
+
+    assert isinstance(report, CapReport)
+    text = table(
+        ("DEVICE", "MODEL", "BEFORE", "TARGET", "AFTER", "STATUS", "MESSAGE"),
+        [(r.device, r.model or "-", fmt_num(r.before_w, " W"), fmt_num(r.target_w, " W"), fmt_num(r.after_w, " W"),
+          r.status.value, r.message) for r in report.results],
+    ) if report.results else ""
+    if report.governor_results:
+        text += table(
+            ("DEVICE", "MODEL", "PRESET", "BEFORE", "AFTER", "STATUS", "MESSAGE"),
+            [(r.device, r.model or "-", r.preset or "-", r.before or "-", r.after or "-", r.status.value,
+              r.message) for r in report.governor_results],
+            title="governor",
+        )
+    return text
