@@ -1,0 +1,166 @@
+"""What a pod asks for: workload class, GPU requests per resource, CPU and memory.
+
+Kubernetes' effective request rules (joulie-reference §3 "Pod demand", seed "Shared and partitioned
+GPUs"): per resource a container's request is its ``requests`` entry, else its ``limits`` entry (the
+API server defaults requests to limits); containers add up; an init container runs alone, so init
+containers contribute their maximum, not a sum (sidecars, init containers with
+``restartPolicy: Always``, keep running and add up); ``spec.overhead`` is added.
+
+GPU resources are classified by :func:`joulectl.k8s.gpu_resource`: ``nvidia.com/gpu``, MIG devices
+(weighted g/7 of a GPU), shared replicas, ``amd.com/gpu``, ``gpu.intel.com/i915``/``xe`` and any
+``*/gpu``; monitoring and share resources (``gpu.intel.com/i915_monitoring``, ``millicores``,
+HAMi's ``nvidia.com/gpumem``/``gpucores``) are never counted as GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from joulectl.errors import InputError
+from joulectl.k8s import PodRef, gpu_resource, parse_quantity, workload_class
+
+
+@dataclass(frozen=True)
+class PodDemand:
+    """One pod (or pod template) and what it asks for."""
+
+    pod: PodRef
+    source: str  # the file it came from
+    workload_class: str  # performance | standard
+    gpu_requests: dict[str, int]  # GPU resource name -> device count (whole numbers)
+    cpu_cores: float
+    memory_bytes: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.pod.name or "<unnamed>"
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.namespace
+
+    @property
+    def label(self) -> str:
+        """``Kind namespace/name`` for messages."""
+        return f"{self.pod.kind} {self.namespace}/{self.name}"
+
+    @property
+    def gpus(self) -> float:
+        """GPUs asked for, an estimate: MIG devices weighted g/7, a shared replica as one unit."""
+        total = 0.0
+        for name, units in self.gpu_requests.items():
+            res = gpu_resource(name)
+            if res is not None:
+                total += units * res.weight
+        return total
+
+    @property
+    def gpu_vendor(self) -> str | None:
+        """``nvidia``, ``amd``, ``intel`` or ``other`` of the first GPU resource asked for."""
+        for name in sorted(self.gpu_requests):
+            res = gpu_resource(name)
+            if res is not None and self.gpu_requests[name] > 0:
+                return res.vendor
+        return None
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return self.pod.annotations
+
+
+def _container_requests(
+    container: Mapping[str, Any], where: str, source: str, pod_label: str
+) -> dict[str, float]:
+    """The effective requests of one container: ``requests`` first, then ``limits``, per resource."""
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise InputError("resources is not a mapping", file=source, field=f"{pod_label}: {where}.resources")
+    out: dict[str, float] = {}
+    for section in ("limits", "requests"):  # requests override limits
+        values = resources.get(section) or {}
+        if not isinstance(values, Mapping):
+            raise InputError(f"{section} is not a mapping", file=source, field=f"{pod_label}: {where}.resources")
+        for raw_name, raw in values.items():
+            name = str(raw_name).strip().lower()
+            fld = f"{pod_label}: {where}.resources.{section}[{raw_name}]"
+            try:
+                value = parse_quantity(raw)
+            except ValueError:
+                raise InputError(f"not a valid quantity: {raw!r}", file=source, field=fld) from None
+            if value < 0:
+                raise InputError(f"a request cannot be negative, got {raw!r}", file=source, field=fld)
+            if gpu_resource(name) is not None and not float(value).is_integer():
+                raise InputError(
+                    f"a GPU resource is counted in whole devices, got {raw!r}", file=source, field=fld
+                )
+            out[name] = value
+    return out
+
+
+def _add(total: dict[str, float], more: Mapping[str, float]) -> None:
+    for k, v in more.items():
+        total[k] = total.get(k, 0.0) + v
+
+
+def pod_requests(pod: PodRef, source: str) -> dict[str, float]:
+    """The pod's effective requests per resource (lowercased names)."""
+    label = f"{pod.kind} {pod.namespace}/{pod.name or '<unnamed>'}"
+    spec = pod.spec
+    containers = spec.get("containers") or []
+    inits = spec.get("initContainers") or []
+    if not isinstance(containers, list) or not isinstance(inits, list):
+        raise InputError("containers is not a list", file=source, field=f"{label}: spec")
+    total: dict[str, float] = {}
+    for i, c in enumerate(containers):
+        if not isinstance(c, Mapping):
+            raise InputError("not a mapping", file=source, field=f"{label}: spec.containers[{i}]")
+        _add(total, _container_requests(c, f"spec.containers[{i}]", source, label))
+    sidecars: dict[str, float] = {}
+    init_peak: dict[str, float] = {}
+    for i, c in enumerate(inits):
+        if not isinstance(c, Mapping):
+            raise InputError("not a mapping", file=source, field=f"{label}: spec.initContainers[{i}]")
+        req = _container_requests(c, f"spec.initContainers[{i}]", source, label)
+        if str(c.get("restartPolicy", "")) == "Always":  # a sidecar: keeps running beside the rest
+            _add(sidecars, req)
+            continue
+        running = dict(sidecars)
+        _add(running, req)
+        for k, v in running.items():
+            init_peak[k] = max(init_peak.get(k, 0.0), v)
+    _add(total, sidecars)
+    for k, v in init_peak.items():
+        total[k] = max(total.get(k, 0.0), v)
+    overhead = spec.get("overhead") or {}
+    if isinstance(overhead, Mapping):
+        for raw_name, raw in overhead.items():
+            try:
+                value = parse_quantity(raw)
+            except ValueError:
+                raise InputError(
+                    f"not a valid quantity: {raw!r}", file=source, field=f"{label}: spec.overhead[{raw_name}]"
+                ) from None
+            _add(total, {str(raw_name).lower(): value})
+    return total
+
+
+def pod_demand(pod: PodRef, source: str) -> PodDemand:
+    """Read one pod's demand; invalid requests raise :class:`InputError` naming file, pod and field."""
+    requests = pod_requests(pod, source)
+    wclass, note = workload_class(pod.annotations)
+    gpus: dict[str, int] = {}
+    for name, value in sorted(requests.items()):
+        if gpu_resource(name) is not None and value > 0:
+            gpus[name] = round(value)
+    return PodDemand(
+        pod=pod,
+        source=source,
+        workload_class=wclass,
+        gpu_requests=gpus,
+        cpu_cores=requests.get("cpu", 0.0),
+        memory_bytes=requests.get("memory", 0.0),
+        notes=(note,) if note else (),
+    )
