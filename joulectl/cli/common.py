@@ -33,7 +33,6 @@ STATE = GlobalState()
 
 def _output_choice(formats: tuple[str, ...]) -> typer.models.OptionInfo:
     option: typer.models.OptionInfo = typer.Option(
-        "table",
         "-o",
         "--output",
         help=f"Output format: {', '.join(formats)}.",
