@@ -190,6 +190,8 @@ class CpuInventory:
     governor_control: Control
     virtual: bool
     warnings: list[str] = field(default_factory=list)
+    #: amd-pstate ``amd_pstate_lowest_nonlinear_freq`` in MHz (NodeHardware landmarks).
+    lowest_nonlinear_mhz: float | None = None
 
     @property
     def package_zones(self) -> list[PowercapZone]:

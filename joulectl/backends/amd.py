@@ -1,0 +1,195 @@
+"""AMD GPUs through the amdgpu hwmon device (µW), never through rocm-smi or amd-smi.
+
+Per PCI function ``/sys/bus/pci/devices/<bdf>/``: the hwmon whose ``name`` is ``amdgpu`` holds
+``power1_cap`` (the limit in force), ``power1_cap_min``/``power1_cap_max`` (the range) and
+``power1_average``/``power1_input`` (draw). Counting and limits (SPEC §3):
+
+- A device without ``power1_cap`` (an APU's integrated GPU) is not counted.
+- ``power1_cap`` of 0 is the secondary die of a two-die package (MI250X): it holds no limit, is
+  never written, and names its primary. Primary rule: among the counted devices with the same PCI
+  device id, sorted by bus id, a secondary pairs with the nearest *preceding* device that holds a
+  limit and is not yet paired, else the nearest following one. The two GCDs of an MI250X sit on
+  adjacent PCI buses (e.g. ``c1`` and ``c6``), with die 0 (the primary) first.
+- ``power1_cap_default`` is not trusted (the driver rewrites it with the cap in force): the
+  default is the maximum.
+- An empty read is unknown.
+"""
+
+from __future__ import annotations
+
+import re
+
+from joulectl.backends.base import WriteOutcome
+from joulectl.backends.pci import (
+    VENDOR_AMD,
+    find_hwmon,
+    gpu_functions,
+    write_uw_verified,
+)
+from joulectl.host import Host
+from joulectl.models import Control, GpuDevice, PowerRange, Status
+from joulectl.units import uw_to_w
+
+vendor = "amd"
+
+#: PCI device ids -> product names, for boards whose ``product_name`` (FRU) is empty or missing.
+DEVICE_NAMES = {
+    0x74A1: "AMD Instinct MI300X",
+    0x74A5: "AMD Instinct MI325X",
+    0x74A0: "AMD Instinct MI300A",
+    0x740C: "AMD Instinct MI250X/MI250",
+    0x740F: "AMD Instinct MI210",
+    0x7448: "AMD Radeon PRO W7900",
+}
+
+_LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*mhz\s*(\*)?", re.IGNORECASE)
+
+__all__ = ["discover", "is_available", "parse_dpm_levels", "set_caps", "vendor"]
+
+
+def _amdgpu_functions(host: Host) -> list[tuple[str, str, int | None]]:
+    """(PCI device path, hwmon path, device id) of every AMD function with an amdgpu hwmon."""
+    out = []
+    for dev in gpu_functions(host, VENDOR_AMD):
+        hw = find_hwmon(host, dev.path, ("amdgpu",))
+        if hw is not None:
+            out.append((dev.path, hw[0], dev.device_id))
+    return out
+
+
+def is_available(host: Host) -> bool:
+    """An AMD GPU-class PCI function with an ``amdgpu`` hwmon exists."""
+    return bool(_amdgpu_functions(host))
+
+
+def parse_dpm_levels(text: str) -> tuple[list[int], int | None]:
+    """``pp_dpm_*`` text (``"%d: %uMhz %s\\n"``, ``*`` on the current level): (MHz per level, current MHz)."""
+    levels: list[int] = []
+    current = None
+    for line in text.splitlines():
+        m = _LEVEL.match(line)
+        if not m:
+            continue
+        mhz = int(m.group(2))
+        levels.append(mhz)
+        if m.group(3):
+            current = mhz
+    return levels, current
+
+
+def _uw(host: Host, path: str) -> tuple[float | None, str | None]:
+    """A µW attribute in watts, or (None, reason)."""
+    attr = host.read_attr(path)
+    if attr.value is None:
+        return None, attr.reason
+    if attr.value == "":
+        return None, "empty"
+    try:
+        return uw_to_w(int(attr.value.split()[0])), None
+    except ValueError:
+        return None, f"not a number: {attr.value[:40]!r}"
+
+
+def discover(host: Host) -> list[GpuDevice]:
+    """Every amdgpu device with ``power1_cap``, sorted by bus id (index assigned by ops)."""
+    found: list[tuple[GpuDevice, int | None]] = []
+    for dev_path, hwmon, device_id in _amdgpu_functions(host):
+        cap_file = f"{hwmon}/power1_cap"
+        if not host.exists(cap_file):
+            continue  # APU integrated GPU (or SR-IOV VF): no cap, not counted
+        bus_id = dev_path.rsplit("/", 1)[1].lower()
+        warnings: list[str] = []
+        cap_w, cap_reason = _uw(host, cap_file)
+        min_w, min_reason = _uw(host, f"{hwmon}/power1_cap_min")
+        max_w, max_reason = _uw(host, f"{hwmon}/power1_cap_max")
+        power_w, _ = _uw(host, f"{hwmon}/power1_average")
+        if power_w is None:
+            power_w, _ = _uw(host, f"{hwmon}/power1_input")
+        if cap_reason:
+            warnings.append(f"power1_cap unreadable ({cap_reason})")
+        if min_reason and host.exists(f"{hwmon}/power1_cap_min"):
+            warnings.append(f"power1_cap_min unreadable ({min_reason})")
+        raw_model = host.read_attr(f"{dev_path}/product_name").value or None
+        if raw_model is None and device_id is not None:
+            raw_model = DEVICE_NAMES.get(device_id, f"AMD GPU {device_id:#06x}")
+        uuid = host.read_attr(f"{dev_path}/unique_id").value or None
+        partition = host.read_attr(f"{dev_path}/current_compute_partition").value or None
+        perf_level = host.read_attr(f"{dev_path}/power_dpm_force_performance_level").value or None
+        sclk_attr = host.read_attr(f"{dev_path}/pp_dpm_sclk")
+        sclk_levels, sclk_now = parse_dpm_levels(sclk_attr.value or "")
+        _, mclk_now = parse_dpm_levels(host.read_attr(f"{dev_path}/pp_dpm_mclk").value or "")
+        clocks: dict[str, object] = {}
+        if sclk_now is not None:
+            clocks["graphics_mhz"] = sclk_now
+        if mclk_now is not None:
+            clocks["memory_mhz"] = mclk_now
+        holds = cap_w != 0
+        if max_w is None:
+            control = Control(False, f"power1_cap_max unreadable ({max_reason})")
+        else:
+            control = Control(True)
+        gpu = GpuDevice(
+            index=-1,
+            bus_id=bus_id,
+            vendor=vendor,
+            driver="amdgpu",
+            raw_model=raw_model,
+            model=None,
+            uuid=uuid,
+            cap_range=PowerRange(min_w, max_w, max_w),
+            current_cap_w=cap_w if holds else None,
+            power_w=power_w,
+            holds_limit=holds,
+            partition=partition,
+            control=control,
+            hwmon=hwmon,
+            cap_file=cap_file,
+            perf_level=perf_level,
+            sclk_levels_mhz=sclk_levels or None,
+            clocks=clocks,
+            warnings=warnings,
+        )
+        found.append((gpu, device_id))
+    _pair_secondaries(found)
+    return [g for g, _ in found]
+
+
+def _pair_secondaries(found: list[tuple[GpuDevice, int | None]]) -> None:
+    """Give every secondary die (cap 0) its primary, by the rule in the module docstring."""
+    paired: set[str] = set()
+    for pos, (gpu, dev_id) in enumerate(found):
+        if gpu.holds_limit:
+            continue
+        same = [(i, g) for i, (g, d) in enumerate(found) if d == dev_id and g.holds_limit]
+        before = [g for i, g in reversed(same) if i < pos and g.bus_id not in paired]
+        after = [g for i, g in same if i > pos and g.bus_id not in paired]
+        candidates = before or after
+        if not candidates:
+            gpu.control = Control(False, "secondary die (power1_cap reads 0) and no primary die found")
+            gpu.warnings.append("secondary die without a primary die on this node")
+            continue
+        primary = candidates[0]
+        paired.add(primary.bus_id)
+        gpu.primary_bus_id = primary.bus_id
+        gpu.control = Control(False, f"limited through primary {primary.bus_id}")
+
+
+def set_caps(host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteOutcome]:
+    """Write each cap as µW to ``power1_cap`` and read it back at once.
+
+    A secondary die is never written (``skipped``); ops normally filters it out first.
+    """
+    out: list[WriteOutcome] = []
+    for gpu, watts in requests:
+        if not gpu.holds_limit:
+            out.append(WriteOutcome(gpu.bus_id, Status.SKIPPED, f"limited through primary {gpu.primary_bus_id}"))
+            continue
+        if not gpu.cap_file:
+            out.append(WriteOutcome(gpu.bus_id, Status.BLOCKED, "no power1_cap file"))
+            continue
+        out.append(
+            write_uw_verified(
+                host, gpu.bus_id, gpu.cap_file, watts, min_w=gpu.cap_range.min_w, max_w=gpu.cap_range.max_w
+            )
+        )
+    return out

@@ -1,0 +1,131 @@
+"""Intel discrete GPUs through the i915 or xe hwmon device (µW); no Intel tool is run.
+
+The cap is the sustained limit PL1: ``power1_max`` under i915; under xe the first of
+``power1_max`` (card) and ``power2_max`` (package; Flex and Max from Linux 6.10). The maximum,
+and default, is ``power<N>_rated_max``; there is no known minimum. Without ``rated_max`` the
+range is unknown and control is blocked with "the power limit range of the Intel GPUs is unknown".
+Only discrete GPUs register such a hwmon, so integrated GPUs are not counted; a two-tile Max 1550
+is one PCI function with one hwmon, so it is one GPU.
+
+The hardware clamps a limit to bounds sysfs does not show: a write is read back at once and a
+readback that differs is an ``error`` naming the bus id.
+"""
+
+from __future__ import annotations
+
+from joulectl.backends.base import WriteOutcome
+from joulectl.backends.pci import VENDOR_INTEL, find_hwmon, gpu_functions, write_uw_verified
+from joulectl.host import Host
+from joulectl.models import Control, GpuDevice, PowerRange, Status
+from joulectl.units import uw_to_w
+
+vendor = "intel"
+
+RANGE_UNKNOWN = "the power limit range of the Intel GPUs is unknown"
+
+#: PCI device ids -> product names (Intel exposes no product name in sysfs).
+DEVICE_NAMES = {
+    0x56C0: "Intel Data Center GPU Flex 170",
+    0x56C1: "Intel Data Center GPU Flex 140",
+    0x0BD5: "Intel Data Center GPU Max 1550",
+    0x0BDA: "Intel Data Center GPU Max 1100",
+}
+
+__all__ = ["RANGE_UNKNOWN", "discover", "is_available", "set_caps", "vendor"]
+
+
+def _functions(host: Host) -> list[tuple[str, int | None, str, str]]:
+    """(PCI device path, device id, hwmon path, driver) of every Intel GPU with an i915/xe hwmon."""
+    out = []
+    for dev in gpu_functions(host, VENDOR_INTEL):
+        hw = find_hwmon(host, dev.path, ("i915", "xe"))
+        if hw is not None:
+            out.append((dev.path, dev.device_id, hw[0], hw[1]))
+    return out
+
+
+def is_available(host: Host) -> bool:
+    """An Intel GPU-class PCI function with an ``i915`` or ``xe`` hwmon exists."""
+    return bool(_functions(host))
+
+
+def _uw(host: Host, path: str) -> tuple[int | None, str | None]:
+    attr = host.read_attr(path)
+    if not attr.value:
+        return None, attr.reason or "missing"
+    try:
+        return int(attr.value.split()[0]), None
+    except ValueError:
+        return None, f"not a number: {attr.value[:40]!r}"
+
+
+def pl1_channel(host: Host, hwmon: str, driver: str) -> int | None:
+    """The hwmon channel N of the PL1 file ``power<N>_max`` (see the module docstring)."""
+    channels = (1,) if driver == "i915" else (1, 2)
+    for n in channels:
+        if host.exists(f"{hwmon}/power{n}_max"):
+            return n
+    return None
+
+
+def discover(host: Host) -> list[GpuDevice]:
+    """Every discrete Intel GPU with an i915 or xe hwmon, sorted by bus id."""
+    gpus = []
+    for dev_path, device_id, hwmon, driver in _functions(host):
+        bus_id = dev_path.rsplit("/", 1)[1].lower()
+        warnings: list[str] = []
+        raw_model = DEVICE_NAMES.get(device_id, f"Intel GPU {device_id:#06x}") if device_id else None
+        channel = pl1_channel(host, hwmon, driver)
+        cap_file = None
+        cap_w = max_w = power_w = None
+        if channel is None:
+            control = Control(False, f"no PL1 file (power1_max{'' if driver == 'i915' else '/power2_max'})")
+        else:
+            cap_file = f"{hwmon}/power{channel}_max"
+            cap_uw, cap_reason = _uw(host, cap_file)
+            if cap_uw == 0:
+                warnings.append("PL1 is disabled (power_max reads 0)")
+            elif cap_uw is not None:
+                cap_w = uw_to_w(cap_uw)
+            else:
+                warnings.append(f"power{channel}_max unreadable ({cap_reason})")
+            rated_uw, _ = _uw(host, f"{hwmon}/power{channel}_rated_max")
+            if rated_uw:
+                max_w = uw_to_w(rated_uw)
+                control = Control(True)
+            else:
+                control = Control(False, RANGE_UNKNOWN)
+            input_uw, _ = _uw(host, f"{hwmon}/power{channel}_input")
+            power_w = uw_to_w(input_uw) if input_uw is not None else None
+        gpus.append(
+            GpuDevice(
+                index=-1,
+                bus_id=bus_id,
+                vendor=vendor,
+                driver=driver,
+                raw_model=raw_model,
+                model=None,
+                cap_range=PowerRange(None, max_w, max_w),
+                current_cap_w=cap_w,
+                power_w=power_w,
+                control=control,
+                hwmon=hwmon,
+                cap_file=cap_file,
+                warnings=warnings,
+            )
+        )
+    return gpus
+
+
+def set_caps(host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteOutcome]:
+    """Write each cap as µW to the PL1 file and read it back (a clamp is an ``error``)."""
+    out: list[WriteOutcome] = []
+    for gpu, watts in requests:
+        if not gpu.cap_file:
+            out.append(WriteOutcome(gpu.bus_id, Status.BLOCKED, gpu.control.reason or "no PL1 file"))
+            continue
+        if gpu.cap_range.max_w is None:
+            out.append(WriteOutcome(gpu.bus_id, Status.BLOCKED, RANGE_UNKNOWN))
+            continue
+        out.append(write_uw_verified(host, gpu.bus_id, gpu.cap_file, watts, min_w=None, max_w=gpu.cap_range.max_w))
+    return out

@@ -1,0 +1,498 @@
+"""NVIDIA GPUs: NVML (nvidia-ml-py) on a live host, else ``nvidia-smi``.
+
+Transport: NVML when the root is ``/`` and ``pynvml`` loads and ``nvmlInit`` succeeds; otherwise
+``nvidia-smi -q -x`` (one call for the whole inventory). ``JOULECTL_NVIDIA_TRANSPORT=nvml|smi``
+forces one. NVIDIA is present when a PCI function of vendor 0x10de with a GPU class exists, or
+``/dev/nvidiactl``, or the tool (or, when forced, the library) answers.
+
+The ``-q -x`` parser reads both schemas: the legacy ``<power_readings>`` (``power_limit``,
+``enforced_power_limit``, ``default_power_limit``, ``min_power_limit``, ``max_power_limit``,
+``power_draw``) and the newer ``<gpu_power_readings>`` (``requested_power_limit``,
+``current_power_limit``, ..., ``power_draw`` or ``average_power_draw``/``instant_power_draw``).
+Values such as ``700.00 W``; tokens (``N/A``, ``[N/A]``, ``[Not Supported]``...) are unknown, and
+a GPU whose limit or range is unknown has no settable power limit.
+
+GPUs keep NVML's / nvidia-smi's own order (the nvidia-smi index).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from joulectl.backends.base import PRIVILEGE_HINT, BackendUnavailable, WriteOutcome, normalize_bus_id
+from joulectl.backends.pci import VENDOR_NVIDIA, fmt_w, gpu_functions, range_text, smi_bus_id
+from joulectl.host import Host, ToolError, ToolResult
+from joulectl.models import Control, GpuDevice, PowerRange, Status
+from joulectl.units import mw_to_w, w_to_mw
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
+
+    from joulectl.backends.nvml import Nvml
+
+vendor = "nvidia"
+
+TRANSPORT_ENV = "JOULECTL_NVIDIA_TRANSPORT"
+SMI = "nvidia-smi"
+QUERY_ARGV = (SMI, "-q", "-x")
+READBACK_ARGV = (SMI, "--query-gpu=pci.bus_id,power.limit", "--format=csv,noheader,nounits")
+
+_NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_BUS = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
+_SET_OK = re.compile(rf"Power limit for GPU {_BUS} was set to ([\d.]+) W", re.IGNORECASE)
+_NOT_SUPPORTED = re.compile(rf"is not supported for GPU:?\s*{_BUS}", re.IGNORECASE)
+_INVALID = re.compile(r"not a valid power limit.*?between\s*([\d.]+)\s*W\s*and\s*([\d.]+)\s*W", re.IGNORECASE)
+_ANY_BUS = re.compile(_BUS)
+
+__all__ = ["discover", "is_available", "parse_smi_xml", "parse_value", "set_caps", "transport", "vendor"]
+
+
+# -- transport ----------------------------------------------------------------------------------
+
+
+def _env(host: Host) -> Mapping[str, str]:
+    return host.env if host.env is not None else os.environ
+
+
+def transport(host: Host) -> str | None:
+    """The forced transport (``nvml`` or ``smi``) from ``JOULECTL_NVIDIA_TRANSPORT``, else None."""
+    value = _env(host).get(TRANSPORT_ENV, "").strip().lower()
+    return value if value in ("nvml", "smi") else None
+
+
+def is_available(host: Host) -> bool:
+    """NVIDIA PCI GPUs, ``/dev/nvidiactl``, ``nvidia-smi`` on the tool path, or a forced NVML."""
+    return (
+        bool(gpu_functions(host, VENDOR_NVIDIA))
+        or host.exists("/dev/nvidiactl")
+        or transport(host) == "nvml"
+        or host.which(SMI) is not None
+    )
+
+
+# -- value parsing ---------------------------------------------------------------------------------
+
+
+def parse_value(value: str | None) -> float | None:
+    """``700.00 W``, ``1980 MHz``, ``350`` -> the number; tokens (``N/A``, ``[N/A]``,
+    ``[Not Supported]``, ``Unknown Error``...) and anything else -> None."""
+    if value is None:
+        return None
+    m = _NUMBER.match(value)
+    if not m:
+        return None
+    return float(m.group(1))
+
+
+def _control(min_w: float | None, max_w: float | None, cap_w: float | None, managed: bool | None) -> Control:
+    if managed is False:
+        return Control(False, "power management is not supported on this GPU")
+    if min_w is None or max_w is None:
+        return Control(False, "the power limit range is unknown (the driver reports N/A): no settable power limit")
+    if cap_w is None:
+        return Control(False, "the power limit is unknown (the driver reports N/A): no settable power limit")
+    return Control(True)
+
+
+def _arch(value: str | None) -> str | None:
+    if not value or parse_value(value) is not None or value.strip().startswith(("[", "N/A")):
+        return None
+    return value.strip().lower().replace(" ", "_")
+
+
+def _mig(value: str | None) -> str | None:
+    if not value:
+        return None
+    v = value.strip().lower()
+    return v if v in ("enabled", "disabled") else None
+
+
+# -- discover ---------------------------------------------------------------------------------------
+
+
+def discover(host: Host) -> list[GpuDevice]:
+    """Every physical NVIDIA GPU (never MIG devices), in NVML / nvidia-smi order.
+
+    Raises :class:`BackendUnavailable` when the GPUs cannot be listed at all.
+    """
+    from joulectl.backends.nvml import NvmlUnavailable
+
+    forced = transport(host)
+    nvml_problem = None
+    if forced == "nvml" or (forced is None and host.is_live):
+        try:
+            return _discover_nvml()
+        except NvmlUnavailable as e:
+            if forced == "nvml":
+                raise BackendUnavailable(f"NVML: {e}") from e
+            nvml_problem = f"NVML: {e}"
+    try:
+        return _discover_smi(host)
+    except BackendUnavailable as e:
+        if nvml_problem:
+            raise BackendUnavailable(f"{nvml_problem}; {e}") from e
+        raise
+
+
+def _discover_nvml() -> list[GpuDevice]:
+    from joulectl.backends.nvml import Nvml, NvmlError, NvmlUnavailable
+
+    with Nvml() as nv:
+        try:
+            count = int(nv.call("nvmlDeviceGetCount"))
+        except NvmlError as e:
+            raise NvmlUnavailable(str(e)) from e
+        return [_nvml_device(nv, i) for i in range(count)]
+
+
+def _nvml_device(nv: Nvml, index: int) -> GpuDevice:
+    from joulectl.backends.nvml import NvmlError, text
+
+    try:
+        h = nv.call("nvmlDeviceGetHandleByIndex", index)
+    except NvmlError as e:
+        return GpuDevice(
+            index=index, bus_id=f"nvidia-index-{index}", vendor=vendor, driver="nvidia", raw_model=None,
+            model=None, control=Control(False, f"GPU {index} cannot be opened: {e}"),
+        )
+    warnings: list[str] = []
+    name, _ = nv.try_call("nvmlDeviceGetName", h)
+    uuid, _ = nv.try_call("nvmlDeviceGetUUID", h)
+    pci, pci_err = nv.try_call("nvmlDeviceGetPciInfo", h)
+    bus_raw = text(getattr(pci, "busId", None)) if pci is not None else None
+    bus_id = normalize_bus_id(bus_raw) if bus_raw else f"nvidia-index-{index}"
+    if pci_err:
+        warnings.append(f"PCI bus id unknown ({pci_err})")
+    limits, lim_err = nv.try_call("nvmlDeviceGetPowerManagementLimitConstraints", h)
+    min_mw, max_mw = (limits[0], limits[1]) if limits else (None, None)
+    default_mw, _ = nv.try_call("nvmlDeviceGetPowerManagementDefaultLimit", h)
+    cap_mw, cap_err = nv.try_call("nvmlDeviceGetPowerManagementLimit", h)
+    power_mw, _ = nv.try_call("nvmlDeviceGetPowerUsage", h)
+    if lim_err:
+        warnings.append(f"power limit range unknown ({lim_err})")
+    if cap_err:
+        warnings.append(f"power limit unknown ({cap_err})")
+    mig_modes, _ = nv.try_call("nvmlDeviceGetMigMode", h)
+    mig = None
+    if mig_modes:
+        mig = "enabled" if mig_modes[0] == nv.constant("NVML_DEVICE_MIG_ENABLE") else "disabled"
+    arch_code, _ = nv.try_call("nvmlDeviceGetArchitecture", h)
+    arch = nv.architecture_name(arch_code) if arch_code is not None else None
+    pm, _ = nv.try_call("nvmlDeviceGetPersistenceMode", h)
+    persistence = None if pm is None else ("Enabled" if pm else "Disabled")
+    supported: dict[int, list[int]] | None = None
+    mems, _ = nv.try_call("nvmlDeviceGetSupportedMemoryClocks", h)
+    if mems:
+        supported = {}
+        for mem in sorted((int(m) for m in mems), reverse=True):
+            gfx, _ = nv.try_call("nvmlDeviceGetSupportedGraphicsClocks", h, mem)
+            supported[mem] = sorted((int(g) for g in gfx or ()), reverse=True)
+    clocks: dict[str, Any] = {}
+    for key, const in (("graphics_mhz", "NVML_CLOCK_GRAPHICS"), ("memory_mhz", "NVML_CLOCK_MEM")):
+        value, _ = nv.try_call("nvmlDeviceGetClockInfo", h, nv.constant(const))
+        if value is not None:
+            clocks[key] = int(value)
+    min_w = mw_to_w(min_mw) if min_mw is not None else None
+    max_w = mw_to_w(max_mw) if max_mw is not None else None
+    default_w = mw_to_w(default_mw) if default_mw is not None else max_w
+    cap_w = mw_to_w(cap_mw) if cap_mw is not None else None
+    return GpuDevice(
+        index=index,
+        bus_id=bus_id,
+        vendor=vendor,
+        driver="nvidia",
+        raw_model=text(name),
+        model=None,
+        uuid=text(uuid),
+        cap_range=PowerRange(min_w, max_w, default_w),
+        current_cap_w=cap_w,
+        power_w=mw_to_w(power_mw) if power_mw is not None else None,
+        mig=mig,
+        control=_control(min_w, max_w, cap_w, None),
+        architecture=arch,
+        persistence_mode=persistence,
+        supported_clocks=supported,
+        clocks=clocks,
+        warnings=warnings,
+    )
+
+
+def _run_smi(host: Host, argv: tuple[str, ...]) -> ToolResult:
+    try:
+        return host.run(argv)
+    except ToolError as e:  # missing, timed out, or could not be run
+        raise BackendUnavailable(str(e)) from e
+
+
+def _first_line(*texts: str) -> str:
+    for t in texts:
+        for line in t.splitlines():
+            if line.strip():
+                return line.strip()[:200]
+    return "no output"
+
+
+def _discover_smi(host: Host) -> list[GpuDevice]:
+    res = _run_smi(host, QUERY_ARGV)
+    if res.returncode != 0:
+        raise BackendUnavailable(
+            f"nvidia-smi -q -x failed (exit {res.returncode}): {_first_line(res.stderr, res.stdout)}"
+        )
+    return parse_smi_xml(res.stdout)
+
+
+def _find(el: Element, path: str) -> str | None:
+    node = el.find(path)
+    if node is None or node.text is None:
+        return None
+    return node.text.strip()
+
+
+def _first_value(el: Element | None, *names: str) -> float | None:
+    if el is None:
+        return None
+    for n in names:
+        v = parse_value(_find(el, n))
+        if v is not None:
+            return v
+    return None
+
+
+def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
+    """The GPUs of an ``nvidia-smi -q -x`` document (either schema), in document order."""
+    from xml.etree import ElementTree
+
+    try:
+        root = ElementTree.fromstring(xml_text)
+    except ElementTree.ParseError as e:
+        raise BackendUnavailable(f"nvidia-smi -q -x printed output that is not XML ({e})") from e
+    if root.tag != "nvidia_smi_log":
+        raise BackendUnavailable(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
+    gpus = []
+    for index, el in enumerate(root.findall("gpu")):
+        bus_raw = el.get("id") or _find(el, "pci/pci_bus_id")
+        bus_id = normalize_bus_id(bus_raw) if bus_raw else f"nvidia-index-{index}"
+        new = el.find("gpu_power_readings")
+        legacy = el.find("power_readings")
+        readings = new if new is not None else legacy
+        if new is not None:
+            cap_w = _first_value(new, "requested_power_limit", "current_power_limit", "power_limit")
+            power_w = _first_value(new, "power_draw", "average_power_draw", "instant_power_draw")
+        else:
+            cap_w = _first_value(legacy, "power_limit", "enforced_power_limit")
+            power_w = _first_value(legacy, "power_draw", "average_power_draw", "instant_power_draw")
+        min_w = _first_value(readings, "min_power_limit")
+        max_w = _first_value(readings, "max_power_limit")
+        default_w = _first_value(readings, "default_power_limit")
+        managed = None
+        mgmt = _find(legacy, "power_management") if legacy is not None else None
+        if mgmt is not None and mgmt.strip().lower() in ("not supported", "[not supported]", "n/a"):
+            managed = False
+        warnings = []
+        if readings is None:
+            warnings.append("no power readings in nvidia-smi -q -x")
+        supported = _supported_clocks(el)
+        clocks: dict[str, Any] = {}
+        for key, path in (("graphics_mhz", "clocks/graphics_clock"), ("memory_mhz", "clocks/mem_clock")):
+            v = parse_value(_find(el, path))
+            if v is not None:
+                clocks[key] = int(v)
+        gpus.append(
+            GpuDevice(
+                index=index,
+                bus_id=bus_id,
+                vendor=vendor,
+                driver="nvidia",
+                raw_model=_find(el, "product_name"),
+                model=None,
+                uuid=_find(el, "uuid"),
+                cap_range=PowerRange(min_w, max_w, default_w if default_w is not None else max_w),
+                current_cap_w=cap_w,
+                power_w=power_w,
+                mig=_mig(_find(el, "mig_mode/current_mig")),
+                control=_control(min_w, max_w, cap_w, managed),
+                architecture=_arch(_find(el, "product_architecture")),
+                persistence_mode=_find(el, "persistence_mode"),
+                supported_clocks=supported,
+                clocks=clocks,
+                warnings=warnings,
+            )
+        )
+    return gpus
+
+
+def _supported_clocks(el: Element) -> dict[int, list[int]] | None:
+    table: dict[int, list[int]] = {}
+    for mem_el in el.findall("supported_clocks/supported_mem_clock"):
+        mem = parse_value(_find(mem_el, "value"))
+        if mem is None:
+            continue
+        gfx = [parse_value(g.text) for g in mem_el.findall("supported_graphics_clock")]
+        table[int(mem)] = sorted((int(g) for g in gfx if g is not None), reverse=True)
+    if not table:
+        return None
+    return {m: table[m] for m in sorted(table, reverse=True)}
+
+
+# -- set_caps ---------------------------------------------------------------------------------------
+
+
+def set_caps(host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteOutcome]:
+    """Set each GPU's software power limit and read it back.
+
+    NVML: ``nvmlDeviceSetPowerManagementLimit`` (v1, mW; the ``_v2`` binding's return is never
+    trusted) then ``nvmlDeviceGetPowerManagementLimit``. nvidia-smi: one ``-i <bus>,... -pl <W>``
+    call per distinct target, then one ``--query-gpu=pci.bus_id,power.limit`` readback.
+    """
+    if not requests:
+        return []
+    from joulectl.backends.nvml import NvmlUnavailable
+
+    forced = transport(host)
+    if forced == "nvml" or (forced is None and host.is_live):
+        try:
+            return _set_nvml(requests)
+        except NvmlUnavailable as e:
+            if forced == "nvml":
+                return [WriteOutcome(g.bus_id, Status.ERROR, f"NVML: {e}") for g, _ in requests]
+    return _set_smi(host, requests)
+
+
+def _set_nvml(requests: list[tuple[GpuDevice, float]]) -> list[WriteOutcome]:
+    from joulectl.backends.nvml import Nvml, NvmlError
+
+    out = []
+    with Nvml() as nv:
+        for gpu, watts in requests:
+            mw = w_to_mw(watts)
+            try:
+                h = nv.call("nvmlDeviceGetHandleByPciBusId", smi_bus_id(gpu.bus_id))
+                nv.call("nvmlDeviceSetPowerManagementLimit", h, mw)
+            except NvmlError as e:
+                if e.status is Status.REFUSED:
+                    msg = f"NVML: {e} ({PRIVILEGE_HINT})"
+                elif e.status is Status.BLOCKED:
+                    rng = range_text(gpu.cap_range.min_w, gpu.cap_range.max_w)
+                    msg = f"NVML: {e}: {fmt_w(watts)} is outside the range {rng}"
+                else:
+                    msg = f"NVML: {e}"
+                out.append(WriteOutcome(gpu.bus_id, e.status, msg))
+                continue
+            back, reason = nv.try_call("nvmlDeviceGetPowerManagementLimit", h)
+            if back is None:
+                out.append(WriteOutcome(gpu.bus_id, Status.APPLIED_UNVERIFIED, f"written, readback failed: {reason}"))
+            elif int(back) != mw:
+                out.append(
+                    WriteOutcome(
+                        gpu.bus_id,
+                        Status.ERROR,
+                        f"{gpu.bus_id}: read back {fmt_w(mw_to_w(back))} after writing {fmt_w(watts)}",
+                        mw_to_w(back),
+                    )
+                )
+            else:
+                out.append(WriteOutcome(gpu.bus_id, Status.APPLIED, "", mw_to_w(back)))
+    return out
+
+
+def _watts_arg(watts: float) -> str:
+    return f"{watts:.2f}".rstrip("0").rstrip(".")
+
+
+def _set_smi(host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteOutcome]:
+    results: dict[str, WriteOutcome] = {}
+    groups: dict[int, list[tuple[GpuDevice, float]]] = {}
+    for gpu, watts in requests:
+        groups.setdefault(w_to_mw(watts), []).append((gpu, watts))
+    for group in groups.values():
+        results.update(_smi_set_group(host, group))
+    applied = [(g, w) for g, w in requests if results[g.bus_id].status is Status.APPLIED]
+    if applied:
+        readback, problem = _smi_readback(host)
+        for gpu, watts in applied:
+            back = readback.get(gpu.bus_id)
+            if back is None:
+                why = problem or f"power.limit of {gpu.bus_id} is unknown"
+                results[gpu.bus_id] = WriteOutcome(gpu.bus_id, Status.APPLIED_UNVERIFIED, f"written, readback: {why}")
+            elif w_to_mw(back) != w_to_mw(watts):
+                results[gpu.bus_id] = WriteOutcome(
+                    gpu.bus_id,
+                    Status.ERROR,
+                    f"{gpu.bus_id}: read back {fmt_w(back)} after writing {fmt_w(watts)}",
+                    back,
+                )
+            else:
+                results[gpu.bus_id] = WriteOutcome(gpu.bus_id, Status.APPLIED, "", back)
+    return [results[g.bus_id] for g, _ in requests]
+
+
+def _smi_set_group(host: Host, group: list[tuple[GpuDevice, float]]) -> dict[str, WriteOutcome]:
+    watts = group[0][1]
+    ids = ",".join(smi_bus_id(g.bus_id) for g, _ in group)
+    argv = (SMI, "-i", ids, "-pl", _watts_arg(watts))
+    try:
+        res = host.run(argv)
+    except ToolError as e:
+        return {g.bus_id: WriteOutcome(g.bus_id, Status.ERROR, f"nvidia-smi -pl: {e}") for g, _ in group}
+    text_out = f"{res.stdout}\n{res.stderr}"
+    per: dict[str, WriteOutcome] = {}
+    invalid_all = None
+    for line in text_out.splitlines():
+        if m := _SET_OK.search(line):
+            bus = normalize_bus_id(m.group(1))
+            per[bus] = WriteOutcome(bus, Status.APPLIED, "", float(m.group(2)))
+        elif m := _NOT_SUPPORTED.search(line):
+            bus = normalize_bus_id(m.group(1))
+            per[bus] = WriteOutcome(bus, Status.UNSUPPORTED, f"nvidia-smi: {line.strip()}")
+        elif m := _INVALID.search(line):
+            msg = f"nvidia-smi: {fmt_w(watts)} is not a valid power limit (range {m.group(1)}-{m.group(2)} W)"
+            bm = _ANY_BUS.search(line[m.end():]) or _ANY_BUS.search(line)
+            if bm:
+                bus = normalize_bus_id(bm.group(1))
+                per[bus] = WriteOutcome(bus, Status.BLOCKED, msg)
+            else:
+                invalid_all = msg
+    refused = res.returncode == 4 or "insufficient permissions" in text_out.lower()
+    out = {}
+    for gpu, _ in group:
+        if gpu.bus_id in per:
+            out[gpu.bus_id] = per[gpu.bus_id]
+        elif refused:
+            out[gpu.bus_id] = WriteOutcome(
+                gpu.bus_id, Status.REFUSED, f"nvidia-smi: Insufficient Permissions ({PRIVILEGE_HINT})"
+            )
+        elif invalid_all:
+            out[gpu.bus_id] = WriteOutcome(gpu.bus_id, Status.BLOCKED, invalid_all)
+        elif res.returncode != 0:
+            out[gpu.bus_id] = WriteOutcome(
+                gpu.bus_id,
+                Status.ERROR,
+                f"nvidia-smi -pl exited {res.returncode}: {_first_line(res.stderr, res.stdout)}",
+            )
+        else:
+            out[gpu.bus_id] = WriteOutcome(
+                gpu.bus_id,
+                Status.ERROR,
+                f"nvidia-smi -pl printed no result for {gpu.bus_id}: {_first_line(res.stdout, res.stderr)}",
+            )
+    return out
+
+
+def _smi_readback(host: Host) -> tuple[dict[str, float | None], str | None]:
+    """bus id -> ``power.limit`` watts (None for a token), or ({}, why the query failed)."""
+    try:
+        res = host.run(READBACK_ARGV)
+    except ToolError as e:
+        return {}, str(e)
+    if res.returncode != 0:
+        return {}, f"nvidia-smi --query-gpu exited {res.returncode}: {_first_line(res.stderr, res.stdout)}"
+    values: dict[str, float | None] = {}
+    for line in res.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 2 or not _ANY_BUS.fullmatch(parts[0]):
+            continue
+        values[normalize_bus_id(parts[0])] = parse_value(parts[1])
+    return values, None

@@ -1,0 +1,164 @@
+"""PCI and hwmon helpers shared by the sysfs GPU backends (amdgpu, i915, xe) and the NVIDIA probe.
+
+Everything is read through :class:`~joulectl.host.Host` under ``/sys/bus/pci/devices``: one
+directory per PCI function, named by its bus id (``0000:07:00.0``), with ``vendor``, ``device``
+and ``class`` attributes (hex), a ``driver`` symlink, and the hwmon devices the driver registered
+under ``hwmon/hwmon<N>/`` (matched by their ``name`` file, never by N).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from joulectl.backends.base import PRIVILEGE_HINT, WriteOutcome, normalize_bus_id, status_for_errno
+from joulectl.errors import ConfinementError
+from joulectl.host import Host, HostIOError
+from joulectl.models import Status
+from joulectl.units import uw_to_w, w_to_uw
+
+PCI_DEVICES = "/sys/bus/pci/devices"
+
+VENDOR_NVIDIA = 0x10DE
+VENDOR_AMD = 0x1002
+VENDOR_INTEL = 0x8086
+
+#: PCI base classes of GPUs: display controllers (0x03) and processing accelerators (0x12).
+GPU_BASE_CLASSES = frozenset({0x03, 0x12})
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    """One PCI function as sysfs shows it."""
+
+    bus_id: str  # normalize_bus_id form
+    path: str  # host path of the device directory
+    vendor_id: int | None
+    device_id: int | None
+    class_code: int | None
+    driver: str | None
+
+    @property
+    def is_gpu_class(self) -> bool:
+        return self.class_code is not None and (self.class_code >> 16) in GPU_BASE_CLASSES
+
+
+def _hex(host: Host, path: str) -> int | None:
+    attr = host.read_attr(path)
+    if not attr.value:
+        return None
+    try:
+        return int(attr.value.split()[0], 16)
+    except ValueError:
+        return None
+
+
+def read_device(host: Host, bus_id: str) -> PciDevice:
+    """The PCI function ``bus_id`` (unknown attributes are None)."""
+    path = f"{PCI_DEVICES}/{bus_id}"
+    driver: str | None = None
+    if host.exists(f"{path}/driver"):
+        try:
+            driver = posixpath.basename(host.realpath(f"{path}/driver")) or None
+        except ConfinementError:  # a link that leaves the root: no driver name
+            driver = None
+    return PciDevice(
+        bus_id=normalize_bus_id(bus_id),
+        path=path,
+        vendor_id=_hex(host, f"{path}/vendor"),
+        device_id=_hex(host, f"{path}/device"),
+        class_code=_hex(host, f"{path}/class"),
+        driver=driver,
+    )
+
+
+def gpu_functions(host: Host, vendor_id: int) -> list[PciDevice]:
+    """PCI functions of ``vendor_id`` with a GPU class (display or accelerator), sorted by bus id."""
+    found = []
+    for name in host.listdir(PCI_DEVICES):
+        dev = read_device(host, name)
+        if dev.vendor_id == vendor_id and dev.is_gpu_class:
+            found.append(dev)
+    return sorted(found, key=lambda d: d.bus_id)
+
+
+def find_hwmon(host: Host, device_path: str, names: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first ``hwmon<N>`` under a device whose ``name`` is one of ``names``: (path, name)."""
+    base = f"{device_path}/hwmon"
+    entries = [e for e in host.listdir(base) if e.startswith("hwmon")]
+    entries.sort(key=lambda e: int(e[5:]) if e[5:].isdigit() else 1 << 30)
+    for entry in entries:
+        name = host.read_attr(f"{base}/{entry}/name").value
+        if name in names:
+            return f"{base}/{entry}", name
+    return None
+
+
+def smi_bus_id(bus_id: str) -> str:
+    """A bus id as nvidia-smi and NVML print it: ``00000000:07:00.0`` (8-digit domain, upper case)."""
+    norm = normalize_bus_id(bus_id)
+    domain, rest = norm.split(":", 1) if norm.count(":") == 2 else ("0000", norm)
+    return f"{domain.rjust(8, '0')}:{rest}".upper()
+
+
+def fmt_w(watts: float | None) -> str:
+    """Watts for a message: ``420 W``, ``420.5 W`` or ``unknown``."""
+    if watts is None:
+        return "unknown"
+    return f"{watts:g} W"
+
+
+def range_text(min_w: float | None, max_w: float | None) -> str:
+    """A power range for a message: ``100-300 W``, ``at most 150 W`` or ``unknown``."""
+    if min_w is None and max_w is None:
+        return "unknown"
+    if min_w is None:
+        return f"at most {fmt_w(max_w)}"
+    if max_w is None:
+        return f"at least {fmt_w(min_w)}"
+    return f"{min_w:g}-{max_w:g} W"
+
+
+def write_uw_verified(
+    host: Host, device: str, path: str, watts: float, *, min_w: float | None, max_w: float | None
+) -> WriteOutcome:
+    """Write ``watts`` as whole microwatts to a sysfs power-limit file and read it straight back.
+
+    A failed store maps through :func:`status_for_errno` (EINVAL names the range); a readback
+    that differs from the request is an ``error`` naming the device (hardware clamps, watt
+    truncation); an unreadable readback is ``applied-unverified``.
+    """
+    uw = w_to_uw(watts)
+    try:
+        host.write(path, str(uw))
+    except HostIOError as e:
+        status = status_for_errno(e.errno)
+        if status is Status.REFUSED:
+            msg = f"{e.errno_name} writing {path}: no privilege ({PRIVILEGE_HINT})"
+        elif e.errno_name == "EINVAL":
+            msg = f"EINVAL: the driver refused {fmt_w(watts)} (range {range_text(min_w, max_w)})"
+        else:
+            msg = f"{e.errno_name} writing {path}: {e.strerror}"
+        return WriteOutcome(device, status, msg)
+    attr = host.read_attr(path)
+    if not attr.value:
+        return WriteOutcome(
+            device,
+            Status.APPLIED_UNVERIFIED,
+            f"written, but {posixpath.basename(path)} reads back {attr.reason or 'nothing'}",
+        )
+    try:
+        back_uw = int(attr.value.split()[0])
+    except ValueError:
+        return WriteOutcome(
+            device, Status.APPLIED_UNVERIFIED, f"written, but {posixpath.basename(path)} reads back {attr.value!r}"
+        )
+    after_w = uw_to_w(back_uw)
+    if back_uw != uw:
+        return WriteOutcome(
+            device,
+            Status.ERROR,
+            f"{device}: read back {fmt_w(after_w)} after writing {fmt_w(watts)}",
+            after_w,
+        )
+    return WriteOutcome(device, Status.APPLIED, "", after_w)
