@@ -179,3 +179,13 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc2:
         load_schedule(str(bad))
     assert str(exc2.value).startswith(f"{bad}: invalid YAML: line ")
+
+
+def test_example_schedule_is_valid() -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "eco-schedule.yaml"
+    sched = load_schedule(str(path))
+    assert [w.name for w in sched.windows] == ["weeknight", "weekend", "grid-peak"]
+    assert resolve(sched, "2026-03-03T23:00:00+01:00").window == "weeknight"
+    assert resolve(sched, "2026-03-03T17:30:00+01:00").window == "grid-peak"
+    office = resolve(sched, "2026-03-03T10:00:00+01:00")
+    assert office.window == "default" and office.cap == CapSetting(restore=True) and office.target == "all"
