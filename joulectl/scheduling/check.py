@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from joulectl.errors import InputError
+from joulectl.errors import InputError, UnschedulableError
 from joulectl.k8s import POD_TEMPLATE_KINDS, iter_pods, name_of, sanitize_name
 from joulectl.scheduling.demand import PodDemand, pod_demand
 from joulectl.scheduling.filters import NodeView, filter_reasons, node_view
@@ -259,16 +259,67 @@ def unschedulable(verdicts: Sequence[PodVerdict]) -> list[str]:
     return [f"{v.demand.namespace}/{v.demand.name}" for v in verdicts if not v.feasible]
 
 
-__all__ = [
-    "API_VERSION",
-    "KIND",
-    "NodeVerdict",
-    "PodVerdict",
-    "check",
-    "load_hardware",
-    "load_nodes",
-    "load_pods",
-    "load_twins",
-    "to_document",
-    "unschedulable",
-]
+
+
+# -- the command's work ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The cluster state a check runs against."""
+
+    nodes: list[dict[str, Any]]
+    twins: list[dict[str, Any]]
+    hardware: dict[str, dict[str, Any]]
+
+
+def parse_now(value: str | None) -> datetime:
+    """``--now`` (ISO 8601; naive means UTC), or the current time."""
+    from datetime import timezone
+
+    from joulectl.scheduling.score import parse_time
+
+    if value is None:
+        return datetime.now(timezone.utc)
+    t = parse_time(value)
+    if t is None:
+        raise InputError(f"not an ISO 8601 time: {value!r}", field="--now")
+    return t
+
+
+def cluster_from_files(nodes: str | None, twins: str | None, hardware: str | None = None) -> Cluster:
+    """``--nodes NODES.yaml --twins TWINS.yaml [--hardware NODEHARDWARE.yaml]``."""
+    if nodes is None:
+        raise InputError("--twins goes with --nodes NODES.yaml", field="--twins")
+    if twins is None:
+        raise InputError(
+            f"--nodes {nodes} needs --twins TWINS.yaml (the NodeTwin objects, `kubectl get nodetwins -o yaml`)",
+            field="--twins",
+        )
+    return Cluster(load_nodes(nodes), load_twins(twins), load_hardware(hardware) if hardware else {})
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    verdicts: list[PodVerdict]
+    document: dict[str, Any]
+    warnings: list[str]
+
+    def error(self) -> UnschedulableError | None:
+        """Exit 6 when a pod fits no node."""
+        missing = unschedulable(self.verdicts)
+        if not missing:
+            return None
+        return UnschedulableError(
+            f"{len(missing)} of {len(self.verdicts)} pods fit no node: {', '.join(missing)}",
+            hint="the reason of every node is in the output",
+        )
+
+
+def run(pod_files: Sequence[str], cluster: Cluster, now: datetime) -> CheckReport:
+    """Read the pods, check them against the cluster, build the report."""
+    demands, warnings = load_pods(pod_files)
+    verdicts = check(demands, cluster.nodes, cluster.twins, now, cluster.hardware)
+    for v in verdicts:
+        warnings += [f"{v.demand.label}: {n}" for n in v.demand.notes]
+    return CheckReport(verdicts, to_document(verdicts, now), warnings)

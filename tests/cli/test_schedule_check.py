@@ -1,0 +1,260 @@
+"""`joulectl schedule-check`: verdicts, best node, output formats, exit 6, and every bad-input error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from joulectl.k8s import HamiGpu, format_hami_register
+
+NOW = "2026-03-13T12:01:00Z"
+FRESH = "2026-03-13T12:00:00Z"
+
+
+def _cards(model: str, prefix: str, n: int = 8) -> str:
+    return format_hami_register(
+        [HamiGpu(f"GPU-{prefix}{i}", 10, 81920, 100, f"NVIDIA-NVIDIA {model}", 0, True) for i in range(n)])
+
+
+def _node(name: str, profile: str, register: str | None, alloc: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"joulie.io/power-profile": profile}}
+    if register:
+        meta["annotations"] = {"hami.io/node-nvidia-register": register}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta,
+            "status": {"allocatable": {"cpu": "96", "memory": "1Ti", **alloc}}}
+
+
+def _twin(node: str, cls: str, headroom: float, cooling: float, updated: str = FRESH,
+          **pm: float) -> dict[str, Any]:
+    status: dict[str, Any] = {"schedulableClass": cls, "predictedPowerHeadroomScore": headroom,
+                              "predictedCoolingStressScore": cooling, "lastUpdated": updated}
+    if pm:
+        status["powerMeasurement"] = pm
+    return {"apiVersion": "joulie.io/v1alpha1", "kind": "NodeTwin", "metadata": {"name": node},
+            "spec": {"nodeName": node, "profile": "eco" if cls in ("eco", "draining") else "performance"},
+            "status": status}
+
+
+NODES = [
+    _node("a100-0", "performance", _cards("A100-SXM4-80GB", "a"), {"nvidia.com/gpu": "8"}),
+    _node("h100-0", "performance", _cards("H100 80GB HBM3", "h"), {"nvidia.com/gpu": "8"}),
+    _node("h100-1", "eco", _cards("H100 80GB HBM3", "k"), {"nvidia.com/gpu": "8"}),
+    _node("mig-0", "eco", _cards("A100-SXM4-40GB", "m", 2), {"nvidia.com/mig-1g.5gb": "14"}),
+    _node("cpu-0", "eco", None, {}),
+]
+TWINS = [
+    _twin("a100-0", "performance", 90, 10),
+    _twin("h100-0", "performance", 100, 0),  # 85
+    _twin("h100-1", "eco", 50, 20),
+    _twin("mig-0", "draining", 40, 20),
+    _twin("cpu-0", "eco", 100, 0),
+]
+
+
+def _pod(name: str, limits: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", "annotations": annotations or {}},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+
+
+PERF = {"joulie.io/workload-class": "performance"}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Callable[..., list[str]]:
+    def write(pods: list[Any] | str, nodes: list[Any] | None = None, twins: list[Any] | None = None) -> list[str]:
+        p = tmp_path / "pods.yaml"
+        p.write_text(pods if isinstance(pods, str) else yaml.safe_dump_all(pods))
+        n = tmp_path / "nodes.yaml"
+        node_list = NODES if nodes is None else nodes
+        n.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "NodeList", "items": node_list}))
+        t = tmp_path / "twins.yaml"
+        t.write_text(yaml.safe_dump_all(TWINS if twins is None else twins))
+        return [str(p), "--nodes", str(n), "--twins", str(t), "--now", NOW]
+
+    return write
+
+
+def _doc(cli: Callable[..., Any], args: list[str], fmt: str = "json") -> tuple[int, dict[str, Any]]:
+    r = cli("schedule-check", *args, "-o", fmt)
+    return r.exit_code, (json.loads(r.stdout) if fmt == "json" else yaml.safe_load(r.stdout))
+
+
+def _by_node(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {n["node"]: n for n in pod["nodes"]}
+
+
+def test_performance_pod_with_gpu_type(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
+    code, doc = _doc(cli, files([_pod("train", {"nvidia.com/gpu": 8}, {**PERF, "nvidia.com/use-gputype": "H100"})]))
+    assert code == 0
+    assert (doc["apiVersion"], doc["kind"]) == ("joulectl.io/v1alpha1", "ScheduleCheck")
+    (pod,) = doc["pods"]
+    assert (pod["name"], pod["namespace"], pod["class"], pod["gpuRequest"]) == (
+        "train", "ml", "performance", {"nvidia.com/gpu": 8})
+    assert pod["feasible"] is True and pod["bestNode"] == "h100-0"
+    nodes = _by_node(pod)
+    assert nodes["h100-0"] == {"node": "h100-0", "fits": True, "reason": "headroom 100.0, cooling 0.0", "score": 85}
+    assert nodes["a100-0"]["reason"] == "needs 8 nvidia.com/gpu of type H100, node has 0 matching of 8"
+    assert nodes["h100-1"]["reason"] == "performance pod rejected from eco node (NodeTwin class eco)"
+    assert nodes["mig-0"]["fits"] is False and "draining node" in nodes["mig-0"]["reason"]
+    assert nodes["cpu-0"]["score"] is None
+
+
+def test_standard_pod_prefers_eco_and_uuid_pinning(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
+    pods = [_pod("infer", {"nvidia.com/gpu": 1}), _pod("pinned", {"nvidia.com/gpu": 1},
+                                                       {"nvidia.com/use-gpuuuid": "GPU-a3"})]
+    code, doc = _doc(cli, files(pods))
+    assert code == 0
+    infer, pinned = doc["pods"]
+    # perfPressure = mean(100-90, 100-100) = 5: a100-0 = 63+13.5-1.5 = 75, h100-0 = 85-1.5 = 83, h100-1 = 35+12+10 = 57
+    assert {n["node"]: n["score"] for n in infer["nodes"] if n["fits"]} == {"a100-0": 75, "h100-0": 83, "h100-1": 57}
+    assert infer["bestNode"] == "h100-0"
+    assert pinned["bestNode"] == "a100-0"
+    assert _by_node(pinned)["h100-0"]["reason"] == "needs 1 nvidia.com/gpu with UUID GPU-a3, node has 0 matching of 8"
+
+
+def test_mig_pod_and_no_gpu_pod(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
+    code, doc = _doc(cli, files([_pod("slice", {"nvidia.com/mig-1g.5gb": 2}), _pod("web", {"cpu": "2"})]))
+    assert code == 0
+    mig, web = doc["pods"]
+    assert [n["node"] for n in mig["nodes"] if n["fits"]] == ["mig-0"]
+    assert mig["gpuRequest"] == {"nvidia.com/mig-1g.5gb": 2}
+    assert _by_node(mig)["a100-0"]["reason"] == (
+        "needs 2 nvidia.com/mig-1g.5gb, node offers none (it has nvidia.com/gpu: 8)")
+    assert all(n["fits"] for n in web["nodes"])  # a pod with no GPU fits GPU nodes too
+    assert web["gpuRequest"] == {}
+
+
+def test_deployment_template_and_class_note(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "namespace": "web"},
+           "spec": {"replicas": 3, "template": {
+               "metadata": {"annotations": {"joulie.io/workload-class": "eco"}},
+               "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}}
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "api"}}
+    r = cli("schedule-check", *files([dep, svc]), "-o", "yaml")
+    assert r.exit_code == 0
+    (pod,) = yaml.safe_load(r.stdout)["pods"]
+    assert (pod["kind"], pod["name"], pod["namespace"], pod["replicas"], pod["class"]) == (
+        "Deployment", "api", "web", 3, "standard")
+    assert pod["notes"] == ["joulie.io/workload-class='eco' is not performance or standard: treated as standard"]
+    assert "document 2: Service api carries no pod; skipped" in r.stderr
+    assert "treated as standard" in r.stderr
+
+
+def test_stale_twin_and_trend(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
+    nodes = [_node("n-up", "performance", None, {}), _node("n-down", "performance", None, {}),
+             _node("n-old", "performance", None, {}), _node("n-none", "performance", None, {})]
+    twins = [_twin("n-up", "performance", 50, 0, powerTrendWPerMin=120),
+             _twin("n-down", "performance", 50, 0, powerTrendWPerMin=-120),
+             _twin("n-old", "performance", 100, 0, updated="2026-03-13T11:50:00Z")]
+    code, doc = _doc(cli, files([_pod("p", {}, PERF)], nodes, twins))
+    assert code == 0
+    scores = {n["node"]: n["score"] for n in doc["pods"][0]["nodes"]}
+    assert scores == {"n-down": 70, "n-up": 30, "n-old": 50, "n-none": 50}
+    assert doc["pods"][0]["bestNode"] == "n-down"
+    assert "no NodeTwin" in _by_node(doc["pods"][0])["n-none"]["reason"]
+    assert "stale" in _by_node(doc["pods"][0])["n-old"]["reason"]
+
+
+def test_ties_go_to_the_first_name(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
+    nodes = [_node("b", "performance", None, {}), _node("a", "performance", None, {})]
+    code, doc = _doc(cli, files([_pod("p", {})], nodes, []))
+    assert code == 0 and doc["pods"][0]["bestNode"] == "a"
+
+
+def test_pod_that_fits_nowhere_exits_6(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
+    args = files([_pod("ok", {}), _pod("big", {"amd.com/gpu": 1}, PERF)])
+    r = cli("schedule-check", *args)
+    assert r.exit_code == 6
+    assert "Pod ml/big (performance, 1 amd.com/gpu): FITS NO NODE" in r.stdout
+    assert "Pod ml/ok (standard, no GPU): fits, best node cpu-0" in r.stdout
+    assert "needs 1 amd.com/gpu, node offers none (it has nvidia.com/gpu: 8)" in r.stdout
+    assert r.stderr.strip().splitlines()[0] == "joulectl: error: 1 of 2 pods fit no node: ml/big"
+    code, doc = _doc(cli, args)
+    assert code == 6 and doc["summary"] == {"pods": 2, "feasible": 1, "unschedulable": 1}
+    assert doc["pods"][1]["bestNode"] is None and doc["pods"][1]["feasible"] is False
+
+
+def test_hardware_adds_marginal_power(cli: Callable[..., Any], files: Callable[..., list[str]], tmp_path: Path) -> None:
+    nodes = [_node("h", "performance", None, {"nvidia.com/gpu": "8"})]
+    twins = [_twin("h", "performance", 0, 20, measuredNodePowerW=300, nodeCappedPowerW=1000)]
+    args = files([_pod("p", {"cpu": "1"}, PERF)], nodes, twins)  # performance: no pressure term
+    assert _doc(cli, args)[1]["pods"][0]["nodes"][0]["score"] == 61
+    hw = tmp_path / "hw.yaml"
+    hw.write_text(yaml.safe_dump({"apiVersion": "joulie.io/v1alpha1", "kind": "NodeHardware",
+                                  "metadata": {"name": "h"}, "spec": {"nodeName": "h"},
+                                  "status": {"cpu": {"totalCores": 100}}}))
+    code, doc = _doc(cli, [*args, "--hardware", str(hw)])
+    # marginal = max(150, 350) * 0.7 * 1/100 = 2.45 W: headroom (1000-302.45)/10 = 69.755 -> 48.8 + 12 = 60
+    assert code == 0 and doc["pods"][0]["nodes"][0]["score"] == 60
+
+
+def _err(cli: Callable[..., Any], *args: str) -> tuple[int, str]:
+    r = cli("schedule-check", *args)
+    return r.exit_code, r.stderr.strip()
+
+
+def test_bad_input_not_yaml(cli: Callable[..., Any], files: Callable[..., list[str]], tmp_path: Path) -> None:
+    args = files("kind: Pod\n  metadata: [\n")
+    code, err = _err(cli, *args)
+    assert code == 2 and err.startswith(f"joulectl: error: {tmp_path / 'pods.yaml'}: invalid YAML: line ")
+
+
+def test_bad_input_not_kubernetes(cli: Callable[..., Any], files: Callable[..., list[str]], tmp_path: Path) -> None:
+    code, err = _err(cli, *files("- just\n- a list\n"))
+    assert (code, err) == (2, f"joulectl: error: {tmp_path / 'pods.yaml'}: document: "
+                              "not a Kubernetes object (no apiVersion and kind)")
+    code, err = _err(cli, *files([_pod("p", {}), {"name": "x"}]))
+    assert (code, err) == (2, f"joulectl: error: {tmp_path / 'pods.yaml'}: document 2: "
+                              "not a Kubernetes object (no apiVersion and kind)")
+
+
+def test_bad_input_no_pods(cli: Callable[..., Any], files: Callable[..., list[str]], tmp_path: Path) -> None:
+    code, err = _err(cli, *files([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}]))
+    assert code == 2
+    assert err.splitlines()[-1] == (
+        f"joulectl: error: {tmp_path / 'pods.yaml'}: no Pod or pod template (Deployment, ReplicaSet, StatefulSet, "
+        "DaemonSet, Job, CronJob) found")
+    code, err = _err(cli, *files(""))
+    assert code == 2 and "no Pod or pod template" in err
+
+
+@pytest.mark.parametrize(
+    ("qty", "problem"),
+    [(-1, "a request cannot be negative, got -1"), (0.5, "a GPU resource is counted in whole devices, got 0.5"),
+     ("2x", "not a valid quantity: '2x'")],
+)
+def test_bad_input_gpu_request(cli: Callable[..., Any], files: Callable[..., list[str]], tmp_path: Path,
+                               qty: Any, problem: str) -> None:
+    code, err = _err(cli, *files([_pod("train", {"nvidia.com/gpu": qty})]))
+    assert (code, err) == (2, f"joulectl: error: {tmp_path / 'pods.yaml'}: Pod ml/train: "
+                              f"spec.containers[0].resources.limits[nvidia.com/gpu]: {problem}")
+
+
+def test_bad_input_cluster_flags(cli: Callable[..., Any], files: Callable[..., list[str]], tmp_path: Path) -> None:
+    pods, _, nodes, _, twins, _, _ = files([_pod("p", {})])
+    assert _err(cli, pods, "--nodes", nodes) == (
+        2, f"joulectl: error: --twins: --nodes {nodes} needs --twins TWINS.yaml "
+           "(the NodeTwin objects, `kubectl get nodetwins -o yaml`)")
+    assert _err(cli, pods, "--twins", twins) == (2, "joulectl: error: --twins: --twins goes with --nodes NODES.yaml")
+    assert _err(cli, pods, "--spec", "cluster.yaml", "--nodes", nodes, "--twins", twins) == (
+        2, "joulectl: error: --spec: give --spec SPEC or --nodes NODES.yaml --twins TWINS.yaml, not both")
+    assert _err(cli, pods) == (
+        2, "joulectl: error: the cluster is missing: give --spec SPEC or --nodes NODES.yaml --twins TWINS.yaml")
+    assert _err(cli, pods, "--nodes", nodes, "--twins", twins, "--now", "soon") == (
+        2, "joulectl: error: --now: not an ISO 8601 time: 'soon'")
+    # the files must hold the right kinds
+    assert _err(cli, pods, "--nodes", pods, "--twins", twins) == (
+        2, f"joulectl: error: {pods}: document: expected Node objects, found Pod")
+    assert _err(cli, pods, "--nodes", nodes, "--twins", nodes) == (
+        2, f"joulectl: error: {nodes}: document: expected NodeTwin objects, found Node")
+    missing = str(tmp_path / "nope.yaml")
+    assert _err(cli, pods, "--nodes", missing, "--twins", twins) == (
+        2, f"joulectl: error: {missing}: nodes file not found")
+    r = cli("schedule-check", pods, "--nodes", nodes, "--twins", twins, "-o", "xml")
+    assert r.exit_code == 2 and "'xml' is not one of table, json, yaml" in r.stderr
