@@ -7,12 +7,7 @@ from typing import Annotated
 
 import typer
 
-from joulectl.cli.common import STATE, Devices, DryRun, Wait, check_format
-
-# common.Output passes its default positionally, which typer 0.29 reads as a second name.
-_Output = Annotated[
-    str, typer.Option("-o", "--output", help="Output format: table, json, yaml.", metavar="TABLE|JSON|YAML")
-]
+from joulectl.cli.common import STATE, Devices, DryRun, Output, Wait, check_format
 
 _TWIN = "Apply a NodeTwin's caps and governor (- = stdin)."
 _SCHED = "Apply the eco schedule window in force now."
@@ -44,7 +39,7 @@ def register(app: typer.Typer) -> None:
         model_presets: Annotated[
             str | None, typer.Option("--governor-model-presets", metavar="FILE", help=_PRESETS)
         ] = None,
-        output: _Output = "table",
+        output: Output = "table",
     ) -> None:
         """Set or restore power caps, read back and journaled (exit 4 refused, 5 partial, 7 lock busy)."""
         from joulectl.ops.cap import build_request, execute
