@@ -1,9 +1,72 @@
-"""`joulectl governor` (placeholder until the command lands)."""
+"""`joulectl governor show | set PRESET | reset`: clock governor presets for GPUs and CPUs."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from joulectl.cli.common import STATE, Devices, DryRun, Output, Wait, check_format
+
+_FORMATS = ("table", "json", "yaml")
+_PRESETS = "JSON map of per-model sustained clocks, e.g. {\"NVIDIA H100 80GB HBM3\": {\"graphicsMHz\": 1755}}."
+Gpu = Annotated[bool, typer.Option("--gpu", help="GPUs only.")]
+Cpu = Annotated[bool, typer.Option("--cpu", help="CPU cpufreq policies only.")]
+ModelPresets = Annotated[str | None, typer.Option("--model-presets", metavar="FILE", help=_PRESETS)]
+
+
+def _finish(report: object, fmt: str, warnings: list[str]) -> None:
+    from joulectl.ops.governor import GovernorReport
+    from joulectl.render import emit, warn
+
+    assert isinstance(report, GovernorReport)
+    for line in warnings:
+        warn(line)
+    emit(report.to_dict(), fmt, report.table_text)
+    err = report.error()
+    if err is not None:
+        raise err
 
 
 def register(app: typer.Typer) -> None:
-    """Add the command to the app."""
+    """Add the command group to the app."""
+    sub = typer.Typer(help="Clock governor presets for GPUs and CPUs.", no_args_is_help=True)
+    app.add_typer(sub, name="governor")
+
+    @sub.command("show")
+    def show(gpu: Gpu = False, cpu: Cpu = False, device: Devices = None, wait: Wait = 10.0,
+             model_presets: ModelPresets = None, output: Output = "table") -> None:
+        """Presets, locks and levels in force, who set them; verifies unverified locks."""
+        from joulectl.ops.governor import run_show
+
+        fmt = check_format(output, _FORMATS)
+        warnings: list[str] = []
+        report = run_show(STATE.host(), gpu=gpu, cpu=cpu, selectors=device or (), wait_s=wait,
+                          model_presets_path=model_presets, warnings=warnings)
+        _finish(report, fmt, warnings)
+
+    @sub.command("set")
+    def set_(preset: Annotated[str, typer.Argument(help="GPU: auto sustained efficient low peak; "
+                                                        "CPU: performance balanced efficiency.")],
+             gpu: Gpu = False, cpu: Cpu = False, device: Devices = None, dry_run: DryRun = False,
+             wait: Wait = 10.0, model_presets: ModelPresets = None, output: Output = "table") -> None:
+        """Put a preset in force on every selected GPU, or every cpufreq policy."""
+        from joulectl.ops.governor import run_set
+
+        fmt = check_format(output, _FORMATS)
+        warnings: list[str] = []
+        report = run_set(STATE.host(), preset, gpu=gpu, cpu=cpu, selectors=device or (), dry_run=dry_run,
+                         wait_s=wait, model_presets_path=model_presets, warnings=warnings)
+        _finish(report, fmt, warnings)
+
+    @sub.command("reset")
+    def reset(gpu: Gpu = False, cpu: Cpu = False, device: Devices = None, dry_run: DryRun = False,
+              wait: Wait = 10.0, output: Output = "table") -> None:
+        """Undo the locks and levels joulectl set; leave the operator's own alone."""
+        from joulectl.ops.governor import run_reset
+
+        fmt = check_format(output, _FORMATS)
+        warnings: list[str] = []
+        report = run_reset(STATE.host(), gpu=gpu, cpu=cpu, selectors=device or (), dry_run=dry_run,
+                           wait_s=wait, warnings=warnings)
+        _finish(report, fmt, warnings)

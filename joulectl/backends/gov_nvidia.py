@@ -1,0 +1,406 @@
+"""NVIDIA clock governor: graphics and memory clock locks through nvidia-smi or NVML.
+
+Every command addresses one GPU by PCI bus id: ``nvidia-smi -i <bus id> -lgc <min>,<max>``,
+``-lmc <min>,<max>``, ``-rgc``, ``-rmc``; with NVML (root ``/`` and the library loads) the same
+calls are ``nvmlDeviceSetGpuLockedClocks``, ``nvmlDeviceSetMemoryLockedClocks``,
+``nvmlDeviceResetGpuLockedClocks`` and ``nvmlDeviceResetMemoryLockedClocks``. Application clocks
+(``-ac``, ``-rac``) and ``--auto-boost-default`` are never used.
+
+Clock tables come from SUPPORTED_CLOCKS: memory MHz -> graphics MHz, highest first. At a lower
+memory clock a GPU offers only the lower graphics clocks, so a memory lock bounds graphics too.
+
+Presets (SPEC §5), all in MHz of that table:
+
+- ``peak``: graphics locked at the highest supported clock (``max,max``).
+- ``efficient``: graphics ``<min>,<ceiling>``, the ceiling the highest clock <= 75 % of the max.
+- ``low``: memory locked at its lowest clock (``-lmc m,m``) and graphics ``<min>,<max>`` of the
+  clocks that memory clock offers; ``-lgc`` first, then ``-lmc``.
+- ``sustained``: graphics ``<clock>,<clock>`` from the model presets map (value format
+  ``{"graphicsMHz": 1755}``), the highest supported clock at or below it; no entry -> blocked.
+- ``auto``: no lock (the locks joulectl set are undone by :mod:`joulectl.ops.governor`).
+
+A lock cannot be read back: a lock the tool accepted is ``applied-unverified`` until sampled
+clocks fall inside it. nvidia-smi's "... is not supported for GPU <bus id>." with "Treating as
+warning and moving on." and exit 0 is ``unsupported``; "Insufficient Permissions" (exit 4) and
+NVML ``NoPermission`` are ``refused``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from joulectl.backends.base import normalize_bus_id
+from joulectl.host import Host, ToolError
+from joulectl.models import GpuDevice, Status
+
+#: Architectures with run-time graphics and memory clock locks (Ampere and newer).
+GOVERNOR_ARCHS = frozenset({"ampere", "ada", "ada_lovelace", "hopper", "blackwell", "rubin"})
+#: Known older architectures, named in the blocked message.
+OLDER_ARCHS = frozenset({"kepler", "maxwell", "pascal", "volta", "turing"})
+
+EFFICIENT_FRACTION = 0.75
+
+_NOT_SUPPORTED = re.compile(r"not supported", re.IGNORECASE)
+_NO_PERMISSION = re.compile(r"insufficient permissions|no permission|requires root|not permitted", re.I)
+
+
+class PresetBlocked(Exception):
+    """The preset cannot be expressed on this GPU (the message says why)."""
+
+
+@dataclass(frozen=True)
+class ClockLock:
+    """A clock lock range in MHz, journaled as ``"min,max"``."""
+
+    min_mhz: int
+    max_mhz: int
+
+    def text(self) -> str:
+        return f"{self.min_mhz},{self.max_mhz}"
+
+    def describe(self) -> str:
+        if self.min_mhz == self.max_mhz:
+            return f"{self.min_mhz} MHz"
+        return f"{self.min_mhz}-{self.max_mhz} MHz"
+
+    def contains(self, mhz: float) -> bool:
+        return self.min_mhz <= mhz <= self.max_mhz
+
+    @classmethod
+    def parse(cls, value: Any) -> ClockLock | None:
+        """``"min,max"`` (or a single clock) as journaled; None for anything else."""
+        if not isinstance(value, str):
+            return None
+        parts = [p.strip() for p in value.split(",")]
+        try:
+            nums = [int(p) for p in parts if p]
+        except ValueError:
+            return None
+        if len(nums) == 1:
+            return cls(nums[0], nums[0])
+        if len(nums) == 2:
+            return cls(min(nums), max(nums))
+        return None
+
+
+@dataclass(frozen=True)
+class LockPlan:
+    """The locks a preset wants on one GPU: None means no lock of that domain."""
+
+    graphics: ClockLock | None
+    memory: ClockLock | None
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one lock or reset call did."""
+
+    status: Status  # APPLIED_UNVERIFIED (lock accepted), APPLIED (reset), or a failure status
+    message: str = ""
+    command: str = ""
+
+
+# -- clock tables and presets ------------------------------------------------------------------
+
+
+def architecture_key(device: GpuDevice) -> str | None:
+    """The device's architecture, lower case with ``_`` (``Ada Lovelace`` -> ``ada_lovelace``),
+    from discover or, failing that, the catalog."""
+    arch = device.architecture
+    if not arch:
+        from joulectl.catalog import load
+
+        entry = load().gpu(device.model) or load().gpu(device.raw_model)
+        arch = entry.architecture if entry else None
+    if not arch:
+        return None
+    return re.sub(r"[\s\-]+", "_", arch.strip().lower())
+
+
+def eligibility(device: GpuDevice) -> str | None:
+    """Why this GPU gets no governor (None when it can have one)."""
+    arch = architecture_key(device)
+    if arch is None:
+        return "GPU architecture unknown: clock locks need Ampere or newer"
+    if arch not in GOVERNOR_ARCHS:
+        return f"no governor for {arch.replace('_', ' ').title()} GPUs: clock locks need Ampere or newer"
+    return None
+
+
+def normalize_table(table: dict[Any, Any]) -> dict[int, list[int]]:
+    """A clock table as ``{memory MHz: [graphics MHz, highest first]}`` (keys may be strings)."""
+    out: dict[int, list[int]] = {}
+    for mem, graphics in table.items():
+        clocks = sorted({int(g) for g in graphics}, reverse=True)
+        if clocks:
+            out[int(mem)] = clocks
+    return out
+
+
+def parse_supported_clocks(text: str) -> dict[str, dict[int, list[int]]]:
+    """``nvidia-smi -q -d SUPPORTED_CLOCKS`` text -> {bus id (sysfs form): clock table}."""
+    tables: dict[str, dict[int, list[int]]] = {}
+    current: dict[int, list[int]] | None = None
+    mem: int | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        m = re.match(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])\s*$", line)
+        if m:
+            current = tables.setdefault(normalize_bus_id(m.group(1)), {})
+            mem = None
+            continue
+        if current is None or ":" not in line:
+            continue
+        key, _, value = line.partition(":")
+        num = re.match(r"^\s*(\d+)\s*MHz", value)
+        if key.strip() == "Memory":
+            mem = int(num.group(1)) if num else None
+            if mem is not None:
+                current.setdefault(mem, [])
+        elif key.strip() == "Graphics" and num and mem is not None:
+            current[mem].append(int(num.group(1)))
+    return {bus: normalize_table(t) for bus, t in tables.items() if t}
+
+
+def model_preset_for(device: GpuDevice, model_presets: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The model presets entry of this GPU's model (keys without GFD suffixes, matched as the
+    catalog matches names)."""
+    if not model_presets:
+        return None
+    from joulectl.catalog import normalize, strip_gfd_suffix
+
+    names = {normalize(strip_gfd_suffix(n)) for n in (device.model, device.raw_model) if n}
+    for key, value in model_presets.items():
+        if normalize(strip_gfd_suffix(key)) in names and isinstance(value, dict):
+            return value
+    return None
+
+
+def plan_preset(
+    table: dict[int, list[int]], preset: str, model_entry: dict[str, Any] | None = None, *, model: str = ""
+) -> LockPlan:
+    """The locks ``preset`` means for a GPU with clock ``table``; :class:`PresetBlocked` when the
+    preset cannot be expressed (no clocks, or ``sustained`` without a model entry)."""
+    if preset == "auto":
+        return LockPlan(None, None)
+    if not table:
+        raise PresetBlocked("no supported clocks listed (SUPPORTED_CLOCKS is N/A)")
+    top_mem = max(table)
+    graphics = table[top_mem]
+    max_g, min_g = max(graphics), min(graphics)
+    if preset == "peak":
+        return LockPlan(ClockLock(max_g, max_g), None)
+    if preset == "efficient":
+        limit = EFFICIENT_FRACTION * max_g
+        below = [g for g in graphics if g <= limit]
+        ceiling = max(below) if below else min_g
+        return LockPlan(ClockLock(min_g, ceiling), None)
+    if preset == "low":
+        low_mem = min(table)
+        offered = table[low_mem]
+        return LockPlan(ClockLock(min(offered), max(offered)), ClockLock(low_mem, low_mem))
+    if preset == "sustained":
+        if model_entry is None:
+            raise PresetBlocked(
+                f"no sustained clock for {model or 'this model'} in the model presets "
+                "(--model-presets FILE)"
+            )
+        mem = int(model_entry.get("memoryMHz") or top_mem)
+        if mem not in table:
+            raise PresetBlocked(
+                f"memoryMHz {mem} of the model preset is not a supported memory clock "
+                f"({', '.join(str(m) for m in sorted(table, reverse=True))})"
+            )
+        wanted = int(model_entry["graphicsMHz"])
+        offered = [g for g in table[mem] if g <= wanted]
+        if not offered:
+            raise PresetBlocked(
+                f"graphicsMHz {wanted} of the model preset is below the lowest supported clock "
+                f"{min(table[mem])} MHz"
+            )
+        clock = max(offered)
+        memory = ClockLock(mem, mem) if "memoryMHz" in model_entry else None
+        return LockPlan(ClockLock(clock, clock), memory)
+    raise PresetBlocked(f"unknown GPU preset {preset!r}")
+
+
+def efficient_ceiling_mhz(max_mhz: int) -> int:
+    """75 % of a clock, a whole number of MHz (rounded down)."""
+    return math.floor(EFFICIENT_FRACTION * max_mhz)
+
+
+# -- transports ---------------------------------------------------------------------------------
+
+
+class Transport(Protocol):
+    name: str
+
+    def lock(self, device: GpuDevice, domain: str, lock: ClockLock) -> CallOutcome: ...
+
+    def reset(self, device: GpuDevice, domain: str) -> CallOutcome: ...
+
+    def supported_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, dict[int, list[int]]]: ...
+
+    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, tuple[int | None, int | None]]: ...
+
+
+_SMI_FLAGS = {("lock", "graphics"): "-lgc", ("lock", "memory"): "-lmc",
+              ("reset", "graphics"): "-rgc", ("reset", "memory"): "-rmc"}
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+class SmiTransport:
+    """nvidia-smi, one call per lock, addressed by bus id."""
+
+    name = "nvidia-smi"
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def _call(self, device: GpuDevice, args: list[str], what: str) -> CallOutcome:
+        argv = ["nvidia-smi", "-i", device.bus_id, *args]
+        command = " ".join(argv)
+        try:
+            res = self.host.run(argv)
+        except ToolError as e:
+            return CallOutcome(Status.ERROR, f"{what}: {e}", command)
+        out = (res.stdout + "\n" + res.stderr).strip()
+        if res.returncode == 4 or _NO_PERMISSION.search(out):
+            return CallOutcome(Status.REFUSED, f"{what}: insufficient permissions", command)
+        if res.returncode != 0:
+            detail = _first_line(res.stderr) or _first_line(res.stdout) or f"exit {res.returncode}"
+            return CallOutcome(Status.ERROR, f"{what}: nvidia-smi failed (exit {res.returncode}): {detail}",
+                               command)
+        if _NOT_SUPPORTED.search(out):
+            line = next((ln.strip() for ln in out.splitlines() if _NOT_SUPPORTED.search(ln)), "")
+            return CallOutcome(Status.UNSUPPORTED, f"{what}: {line}", command)
+        return CallOutcome(Status.APPLIED_UNVERIFIED if args[0] in ("-lgc", "-lmc") else Status.APPLIED,
+                           "", command)
+
+    def lock(self, device: GpuDevice, domain: str, lock: ClockLock) -> CallOutcome:
+        return self._call(device, [_SMI_FLAGS[("lock", domain)], lock.text()], f"{domain} clock lock")
+
+    def reset(self, device: GpuDevice, domain: str) -> CallOutcome:
+        return self._call(device, [_SMI_FLAGS[("reset", domain)]], f"{domain} clock reset")
+
+    def supported_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, dict[int, list[int]]]:
+        try:
+            res = self.host.run(["nvidia-smi", "-q", "-d", "SUPPORTED_CLOCKS"])
+        except ToolError:
+            return {}
+        return parse_supported_clocks(res.stdout) if res.returncode == 0 else {}
+
+    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, tuple[int | None, int | None]]:
+        """Graphics (SM) and memory clocks in MHz per bus id, one query for every GPU."""
+        try:
+            res = self.host.run(
+                ["nvidia-smi", "--query-gpu=pci.bus_id,clocks.sm,clocks.mem", "--format=csv,noheader,nounits"]
+            )
+        except ToolError:
+            return {}
+        if res.returncode != 0:
+            return {}
+        out: dict[str, tuple[int | None, int | None]] = {}
+        for line in res.stdout.splitlines():
+            cells = [c.strip() for c in line.split(",")]
+            if len(cells) < 3 or ":" not in cells[0]:
+                continue
+            out[normalize_bus_id(cells[0])] = (_int_or_none(cells[1]), _int_or_none(cells[2]))
+        return out
+
+
+def _int_or_none(text: str) -> int | None:
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)", text)
+    return round(float(m.group(1))) if m else None
+
+
+class NvmlTransport:
+    """NVML through pynvml (imported lazily); handles by PCI bus id."""
+
+    name = "nvml"
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+
+    def _handle(self, device: GpuDevice) -> Any:
+        return self.nvml.nvmlDeviceGetHandleByPciBusId(device.bus_id)
+
+    def _guard(self, what: str, command: str, fn: Any, *args: Any) -> CallOutcome:
+        try:
+            fn(*args)
+        except self.nvml.NVMLError as e:
+            code = getattr(e, "value", None)
+            if code == self.nvml.NVML_ERROR_NO_PERMISSION:
+                return CallOutcome(Status.REFUSED, f"{what}: insufficient permissions", command)
+            if code in (self.nvml.NVML_ERROR_NOT_SUPPORTED, self.nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+                return CallOutcome(Status.UNSUPPORTED, f"{what}: not supported by this GPU or driver", command)
+            return CallOutcome(Status.ERROR, f"{what}: NVML error: {e}", command)
+        return CallOutcome(Status.APPLIED_UNVERIFIED if "Set" in command else Status.APPLIED, "", command)
+
+    def lock(self, device: GpuDevice, domain: str, lock: ClockLock) -> CallOutcome:
+        name = "nvmlDeviceSetGpuLockedClocks" if domain == "graphics" else "nvmlDeviceSetMemoryLockedClocks"
+        what = f"{domain} clock lock"
+        try:
+            handle = self._handle(device)
+        except self.nvml.NVMLError as e:
+            return CallOutcome(Status.ERROR, f"{what}: NVML error: {e}", name)
+        return self._guard(what, f"{name}({device.bus_id}, {lock.min_mhz}, {lock.max_mhz})",
+                           getattr(self.nvml, name), handle, lock.min_mhz, lock.max_mhz)
+
+    def reset(self, device: GpuDevice, domain: str) -> CallOutcome:
+        name = "nvmlDeviceResetGpuLockedClocks" if domain == "graphics" else "nvmlDeviceResetMemoryLockedClocks"
+        what = f"{domain} clock reset"
+        try:
+            handle = self._handle(device)
+        except self.nvml.NVMLError as e:
+            return CallOutcome(Status.ERROR, f"{what}: NVML error: {e}", name)
+        return self._guard(what, f"{name}({device.bus_id})", getattr(self.nvml, name), handle)
+
+    def supported_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, dict[int, list[int]]]:
+        out: dict[str, dict[int, list[int]]] = {}
+        for dev in devices:
+            try:
+                handle = self._handle(dev)
+                table = {
+                    int(mem): list(self.nvml.nvmlDeviceGetSupportedGraphicsClocks(handle, mem))
+                    for mem in self.nvml.nvmlDeviceGetSupportedMemoryClocks(handle)
+                }
+            except self.nvml.NVMLError:
+                continue
+            out[dev.bus_id] = normalize_table(table)
+        return out
+
+    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, tuple[int | None, int | None]]:
+        out: dict[str, tuple[int | None, int | None]] = {}
+        for dev in devices:
+            try:
+                handle = self._handle(dev)
+                sm = int(self.nvml.nvmlDeviceGetClockInfo(handle, self.nvml.NVML_CLOCK_SM))
+                mem = int(self.nvml.nvmlDeviceGetClockInfo(handle, self.nvml.NVML_CLOCK_MEM))
+            except self.nvml.NVMLError:
+                continue
+            out[dev.bus_id] = (sm, mem)
+        return out
+
+
+def transport(host: Host) -> Transport:
+    """NVML when the root is ``/`` and the library initialises; nvidia-smi otherwise."""
+    if host.is_live:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception:  # library missing, driver not loaded: fall back to the tool
+            return SmiTransport(host)
+        return NvmlTransport(pynvml)
+    return SmiTransport(host)

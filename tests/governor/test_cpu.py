@@ -1,0 +1,125 @@
+"""CPU presets: cpufreq governor then EPP on every policy, EBUSY avoided by ordering, reset."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+from govkit import EACCES, FaultyHost, inventory, policy_tree
+
+from joulectl.errors import ExitCode, NoDeviceError
+from joulectl.host import Host, HostIOError
+from joulectl.models import Status
+from joulectl.ops import governor as gov
+from joulectl.ops.journal import Journal
+
+
+class KernelHost(Host):
+    """Enforces intel_pstate's rule: an EPP other than performance under ``performance`` is EBUSY."""
+
+    def write(self, host_path: str, value: str) -> None:
+        if host_path.endswith("energy_performance_preference") and value != "performance":
+            gov_file = host_path.rsplit("/", 1)[0] + "/scaling_governor"
+            if self.read_attr(gov_file).value == "performance":
+                raise HostIOError(errno.EBUSY, host_path)
+        super().write(host_path, value)
+        if host_path.endswith("scaling_governor") and value == "performance":
+            epp = host_path.rsplit("/", 1)[0] + "/energy_performance_preference"
+            if self.exists(epp):
+                super().write(epp, "performance")
+
+
+def _read(root: Path, n: int, name: str) -> str:
+    return (root / "sys/devices/system/cpu/cpufreq" / f"policy{n}" / name).read_text().strip()
+
+
+def test_every_preset_on_intel_pstate(tmp_path: Path) -> None:
+    pols = [policy_tree(tmp_path, n, governor="performance", epp="performance") for n in range(2)]
+    host, journal, inv = KernelHost(str(tmp_path)), Journal(), inventory([], pols)
+    # from performance: the governor goes first, else the EPP write is EBUSY
+    results = gov.apply_preset(host, inv, journal, "balanced", gpu=False, cpu=True)
+    assert [(r.device, r.status, r.before, r.after) for r in results] == [
+        (f"cpufreq:policy{n}", Status.APPLIED, "performance/performance", "powersave/balance_performance")
+        for n in range(2)]
+    assert results[0].kind == "cpu"
+    r = gov.apply_preset(host, inv, journal, "efficiency", gpu=False, cpu=True)[0]
+    assert (r.status, r.after) == (Status.APPLIED, "powersave/power")
+    r = gov.apply_preset(host, inv, journal, "performance", gpu=False, cpu=True)[0]
+    assert (r.status, r.after) == (Status.APPLIED, "performance/performance")
+    assert journal.original("cpufreq:policy0", "cpuGovernor") == "performance"
+    assert journal.original("cpufreq:policy0", "epp") == "performance"
+    again = gov.apply_preset(host, inv, journal, "performance", gpu=False, cpu=True)[0]
+    assert (again.status, again.message) == (Status.UNCHANGED, "already in force")
+
+
+def test_balanced_uses_schedutil_without_an_epp_driver(tmp_path: Path) -> None:
+    pol = policy_tree(tmp_path, 0, driver="acpi-cpufreq", governor="ondemand", epp=None,
+                      governors="conservative ondemand userspace powersave performance schedutil")
+    r = gov.apply_preset(Host(str(tmp_path)), inventory([], [pol]), Journal(), "balanced", gpu=False, cpu=True)[0]
+    assert (r.status, r.after) == (Status.APPLIED, "schedutil")
+    assert _read(tmp_path, 0, "scaling_governor") == "schedutil"
+
+
+def test_missing_governor_is_blocked(tmp_path: Path) -> None:
+    pol = policy_tree(tmp_path, 0, driver="acpi-cpufreq", governor="ondemand", epp=None,
+                      governors="ondemand performance")
+    r = gov.apply_preset(Host(str(tmp_path)), inventory([], [pol]), Journal(), "balanced", gpu=False, cpu=True)[0]
+    assert (r.status, r.message) == (
+        Status.BLOCKED, "governor schedutil not available under acpi-cpufreq (available: ondemand, performance)")
+
+
+def test_refused_cpu_write(tmp_path: Path) -> None:
+    pol = policy_tree(tmp_path, 0)
+    results = gov.apply_preset(FaultyHost(str(tmp_path), {"scaling_governor": EACCES}), inventory([], [pol]),
+                               Journal(), "performance", gpu=False, cpu=True)
+    assert results[0].status == Status.REFUSED
+    assert results[0].message == (
+        "writing performance to /sys/devices/system/cpu/cpufreq/policy0/scaling_governor: EACCES")
+    assert gov.exit_code_for(results) == ExitCode.REFUSED
+
+
+def test_dry_run_and_no_policies(tmp_path: Path) -> None:
+    pol = policy_tree(tmp_path, 0)
+    r = gov.apply_preset(Host(str(tmp_path)), inventory([], [pol]), Journal(), "efficiency", gpu=False, cpu=True,
+                         dry_run=True)[0]
+    assert (r.status, r.before, r.after) == (Status.PLANNED, "powersave/balance_performance", "powersave/power")
+    assert _read(tmp_path, 0, "energy_performance_preference") == "balance_performance"
+    with pytest.raises(NoDeviceError, match="no cpufreq policy found on this node"):
+        gov.apply_preset(Host(str(tmp_path)), inventory([]), Journal(), "efficiency", gpu=False, cpu=True)
+
+
+def test_reset_restores_in_the_order_that_avoids_ebusy(tmp_path: Path) -> None:
+    pols = [policy_tree(tmp_path, n, governor="performance", epp="performance") for n in range(2)]
+    host, journal, inv = KernelHost(str(tmp_path)), Journal(), inventory([], pols)
+    gov.apply_preset(host, inv, journal, "efficiency", gpu=False, cpu=True)
+    (tmp_path / "sys/devices/system/cpu/cpufreq/policy1/scaling_governor").write_text("powersave\n")
+    (tmp_path / "sys/devices/system/cpu/cpufreq/policy1/energy_performance_preference").write_text("balance_power\n")
+    results = gov.reset(host, inv, journal, gpu=False, cpu=True)
+    assert [(r.status, r.message, r.after) for r in results] == [
+        (Status.APPLIED, "governor set by joulectl restored", "performance/performance"),
+        (Status.UNCHANGED, "changed to powersave/balance_power since joulectl set it: left alone",
+         "powersave/balance_power"),
+    ]
+    assert _read(tmp_path, 0, "scaling_governor") == "performance"
+    results = gov.reset(host, inv, journal, gpu=False, cpu=True)
+    assert [r.message for r in results] == ["nothing set by joulectl"] * 2
+
+
+def test_reset_to_powersave_epp(tmp_path: Path) -> None:
+    pol = policy_tree(tmp_path, 0, governor="powersave", epp="balance_power")
+    host, journal, inv = KernelHost(str(tmp_path)), Journal(), inventory([], [pol])
+    gov.apply_preset(host, inv, journal, "performance", gpu=False, cpu=True)
+    r = gov.reset(host, inv, journal, gpu=False, cpu=True)[0]
+    assert (r.status, r.after) == (Status.APPLIED, "powersave/balance_power")
+
+
+def test_show_cpu(tmp_path: Path) -> None:
+    pol = policy_tree(tmp_path, 0)
+    host, journal, inv = Host(str(tmp_path)), Journal(), inventory([], [pol])
+    rows, _ = gov.show(host, inv, journal, gpu=False, cpu=True)
+    assert (rows[0].device, rows[0].in_force, rows[0].set_by) == ("cpufreq:policy0", "powersave/balance_performance",
+                                                                  None)
+    gov.apply_preset(host, inv, journal, "efficiency", gpu=False, cpu=True)
+    rows, _ = gov.show(host, inv, journal, gpu=False, cpu=True)
+    assert (rows[0].preset, rows[0].set_by, rows[0].status) == ("efficiency", "joulectl", "applied")
