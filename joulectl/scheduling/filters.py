@@ -334,8 +334,10 @@ def filter_reasons(demand: PodDemand, node: NodeView) -> list[str]:
         reasons.append("node is cordoned (spec.unschedulable)")
     reasons += _selector_reasons(demand, node)
     reasons += _class_reasons(demand, node)
-    reasons += _gpu_reasons(demand, node)
+    gpu = _gpu_reasons(demand, node)
+    reasons += gpu
     reasons += _cpu_memory_reasons(demand, node)
-    reasons += _gpu_selection_reasons(demand, node)
+    if not gpu:  # which of its GPUs: only asked once the node has the GPUs at all
+        reasons += _gpu_selection_reasons(demand, node)
     return reasons
 

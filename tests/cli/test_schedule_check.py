@@ -258,3 +258,23 @@ def test_bad_input_cluster_flags(cli: Callable[..., Any], files: Callable[..., l
         2, f"joulectl: error: {missing}: nodes file not found")
     r = cli("schedule-check", pods, "--nodes", nodes, "--twins", twins, "-o", "xml")
     assert r.exit_code == 2 and "'xml' is not one of table, json, yaml" in r.stderr
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "pods"
+
+
+def test_examples_against_the_example_cluster(cli: Callable[..., Any]) -> None:
+    pods = sorted(str(p) for p in EXAMPLES.glob("*.yaml"))
+    code, doc = _doc(cli, [*pods, "--nodes", str(EXAMPLES / "cluster" / "nodes.yaml"),
+                           "--twins", str(EXAMPLES / "cluster" / "twins.yaml"), "--now", NOW])
+    assert code == 0
+    best = {p["name"]: p["bestNode"] for p in doc["pods"]}
+    assert best == {"embeddings": "h100-1", "notebook": "a100-mig-0", "nightly-eval": "a100-mig-0",
+                    "llm-train": "h100-0"}
+    train = next(p for p in doc["pods"] if p["name"] == "llm-train")
+    assert train["class"] == "performance" and train["gpuRequest"] == {"nvidia.com/gpu": 8}
+    assert [n["node"] for n in train["nodes"] if n["fits"]] == ["h100-0"]
+    assert _by_node(train)["h100-1"]["reason"] == "performance pod rejected from eco node (NodeTwin class eco)"
+    assert _by_node(train)["a100-0"]["reason"] == "needs 8 nvidia.com/gpu of type H100, node has 0 matching of 8"
+    # the init container (8 CPU) runs alone: the trainer's 64 CPU is the pod's CPU request
+    assert train["cpuRequest"] == 64
