@@ -1,0 +1,704 @@
+"""The tick loop of one emulated node: readback, validation, physics, counters, ledger.
+
+A :class:`NodeRuntime` keeps its node's state in memory between ticks. Each tick:
+
+1. **Readback** (:meth:`NodeRuntime.readback`): one ``lstat`` per agent-writable file of the
+   manifest; only a file whose (mtime, size, inode) moved since the emulator last wrote it is read.
+   The value is checked against the manifest rule the kernel applies; a value the hardware would
+   refuse is put back and reported as a ``joulie.sim.write.rejected`` event carrying the errno,
+   a value it would take is normalised the way the kernel reads it back (RAPL ``limitBits`` wrap,
+   amdgpu whole watts, Intel PL1 clamped to its bounds). NVIDIA state is ``state/nvml.json``,
+   which the fake nvidia-smi writes under an flock: it is read only when it changed.
+2. **Physics** (:meth:`NodeRuntime.step`): per CPU package and per GPU, with the node's baseLoad,
+   the caps, governors, clock locks and performance levels in force (:mod:`joulectl.sim.physics`).
+3. **Counters**: energy advanced by ``P·dt`` in the ledger (unwrapped), exposed files wrap at
+   ``max_energy_range_uj``; power, frequency and temperature files; a file is rewritten only when
+   its content changed, in place (same inode), so a reader holding it open keeps reading it.
+4. **Ledger**: rewritten in place (:mod:`joulectl.sim.ledger`).
+
+Everything about where files are comes from :class:`NodeModel`, built by
+:mod:`joulectl.sim.layout` from the tree's ``state/manifest.json``.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from joulectl.sim import ledger as ledger_mod
+from joulectl.sim import physics as ph
+
+REJECTED = "joulie.sim.write.rejected"
+CAP_RESET = "joulie.sim.cap.reset"
+CLAMPED = "joulie.sim.write.clamped"
+
+#: Writable-file kinds the emulator models. Any other kind is taken as written and changes nothing.
+KINDS = (
+    "rapl_limit", "amdgpu_cap", "intel_pl1", "cpufreq_governor", "cpufreq_max", "cpufreq_min", "epp",
+    "amd_perf_level", "amd_sclk", "no_turbo", "boost",
+)
+EPP_STRINGS = ("default", "performance", "balance_performance", "balance_power", "power")
+#: Frequency ceiling an EPP string leaves a package at (fraction of max): an assumption.
+EPP_FREQ = {"performance": 1.0, "balance_performance": 1.0, "default": 1.0, "balance_power": 0.85, "power": 0.7}
+_UINT = re.compile(r"^\s*\+?(\d+)\s*$")
+
+
+@dataclass
+class Rule:
+    """The validation rule of one writable file, as the kernel applies it (µW for power)."""
+
+    min_uw: int | None = None
+    max_uw: int | None = None
+    limit_bits: int | None = None
+    unit_uw: int = 125_000
+    locked: bool = False
+    pinned_uw: int | None = None
+    clamp_uw: tuple[int, int] | None = None
+    allowed: tuple[str, ...] = ()
+    secondary: bool = False
+    min_khz: int | None = None
+    max_khz: int | None = None
+    default: str | None = None
+
+
+@dataclass
+class Writable:
+    """An agent-writable file and the value in force."""
+
+    rel: str
+    kind: str
+    rule: Rule
+    component: str = ""
+    text: str = ""
+    sig: tuple[int, int, int] | None = None
+
+
+@dataclass
+class CounterFile:
+    """A file the emulator advances: ``kind`` is energy_uj, power_uw, freq_khz, temp_mc or sclk."""
+
+    rel: str
+    kind: str
+    component: str
+    max_range: int | None = None
+    text: str = ""
+
+
+@dataclass
+class PackageModel:
+    """A CPU package: its RAPL zone ids, cpufreq policies and power model."""
+
+    index: int
+    params: ph.CpuParams
+    cap_range_w: tuple[float, float] | None = None
+    policies: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GpuModel:
+    """A GPU: vendor, the model parameters, and where its cap lives."""
+
+    index: int
+    vendor: str
+    params: ph.GpuParams
+    bus_id: str = ""
+    default_cap_w: float | None = None
+    sclk_mhz: tuple[int, ...] = ()
+
+
+@dataclass
+class NodeModel:
+    """Everything the tick needs about one node's layout and hardware, relative to its dir."""
+
+    node: str
+    profile: str
+    packages: list[PackageModel]
+    gpus: list[GpuModel]
+    writables: list[Writable]
+    counters: list[CounterFile]
+    fmax_khz: int = 3_200_000
+    fmin_khz: int = 1_200_000
+    dram: bool = True
+    psys: bool = False
+    core: bool = False
+    nvml: bool = False
+    virtual: bool = False
+
+
+@dataclass(frozen=True)
+class BaseLoad:
+    """The utilisation a node runs at while no workload drives it (a ClusterSpec baseLoad)."""
+
+    cpu_util: float = 1.0
+    gpu_util: float = 1.0
+    memory_intensity: float = 0.2
+    io_intensity: float = 0.0
+    cpu_class: str = "cpu.compute_bound"
+    gpu_class: str = "gpu.compute_bound"
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any] | None) -> BaseLoad:
+        data = data or {}
+
+        def num(key: str, default: float) -> float:
+            value = data.get(key, default)
+            return float(value) if isinstance(value, (int, float)) else default
+
+        return cls(
+            cpu_util=ph.clamp01(num("cpuUtil", 1.0)),
+            gpu_util=ph.clamp01(num("gpuUtil", 1.0)),
+            memory_intensity=ph.clamp01(num("memoryIntensity", 0.2)),
+            io_intensity=ph.clamp01(num("ioIntensity", 0.0)),
+            cpu_class=str(data.get("cpuClass", "cpu.compute_bound")),
+            gpu_class=str(data.get("gpuClass", "gpu.compute_bound")),
+        )
+
+
+@dataclass
+class Event:
+    """A simulator event: appended to ``events.jsonl`` as ``{time, node, name, attributes}``."""
+
+    time_s: float
+    node: str
+    name: str
+    attributes: dict[str, Any]
+
+
+@dataclass
+class Sample:
+    """What one tick of one node produced, for telemetry and status."""
+
+    node: str
+    time_s: float
+    power_w: float
+    cpu_w: float
+    gpu_w: float
+    energy_j: dict[str, tuple[str, float]]
+    gpu_power_w: dict[str, float]
+    caps_w: dict[str, float | None]
+    governors: dict[str, str]
+    virtual: bool = False
+    start_s: float = 0.0
+
+
+# -- file helpers --------------------------------------------------------------------------------
+
+
+def _sig(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def read_text(path: str) -> str | None:
+    """A small file's text, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(65536).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def write_in_place(path: str, text: str) -> tuple[int, int, int] | None:
+    """Replace a file's content without replacing the file (same inode); its new signature.
+
+    The mode bits do not matter to the emulator: a read-only attribute (0444) is written through
+    a temporary ``chmod`` when the process is not root.
+    """
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    except PermissionError:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+            os.chmod(path, mode | 0o200)
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+            os.chmod(path, mode)
+        except OSError:
+            return None
+    except OSError:
+        return None
+    try:
+        os.write(fd, data)
+        return _sig(os.fstat(fd))
+    finally:
+        os.close(fd)
+
+
+# -- validation ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The kernel's answer to a write: the text it reads back, or the errno it fails with."""
+
+    text: str | None
+    errno: int = 0
+    note: str = ""
+
+
+def _refuse(err: int, note: str) -> Verdict:
+    return Verdict(None, err, note)
+
+
+def validate(w: Writable, written: str, *, governor: str | None = None) -> Verdict:
+    """What the kernel does with ``written`` stored to ``w``.
+
+    ``governor`` is the policy's governor in force, for the EPP ``EBUSY`` rule.
+    """
+    value = written.strip()
+    r = w.rule
+    kind = w.kind
+    if kind == "rapl_limit":
+        if r.locked:
+            return _refuse(errno_mod.ENODATA, "limit locked by BIOS")
+        m = _UINT.match(value)
+        if not m:
+            return _refuse(errno_mod.EINVAL, "not a decimal integer")
+        uw = int(m.group(1))
+        unit = max(1, r.unit_uw)
+        if r.limit_bits:
+            uw = ((uw // unit) % (1 << r.limit_bits)) * unit
+        if (r.min_uw is not None and uw < r.min_uw) or (r.max_uw is not None and uw > r.max_uw):
+            return _refuse(errno_mod.EINVAL, "out of range")
+        return Verdict(f"{uw}\n")
+    if kind == "amdgpu_cap":
+        if r.secondary:
+            return _refuse(errno_mod.EINVAL, "power limit can be set only through the primary die")
+        m = _UINT.match(value)
+        if not m or int(m.group(1)) > 0xFFFFFFFF:
+            return _refuse(errno_mod.EINVAL, "not a 32-bit decimal integer")
+        uw = int(m.group(1)) // 1_000_000 * 1_000_000
+        if r.pinned_uw is not None and uw != r.pinned_uw:
+            return _refuse(errno_mod.EINVAL, "cap is pinned")
+        if (r.min_uw is not None and uw < r.min_uw) or (r.max_uw is not None and uw > r.max_uw):
+            return _refuse(errno_mod.EINVAL, "out of range")
+        return Verdict(f"{uw}\n")
+    if kind == "intel_pl1":
+        m = _UINT.match(value)
+        if not m:
+            return _refuse(errno_mod.EINVAL, "not a decimal integer")
+        uw = int(m.group(1))
+        if uw and r.clamp_uw:
+            lo, hi = r.clamp_uw
+            if uw < lo or uw > hi:
+                return Verdict(f"{min(max(uw, lo), hi)}\n", note="clamped")
+        return Verdict(f"{uw}\n")
+    if kind in ("cpufreq_governor", "amd_perf_level"):
+        if value not in r.allowed:
+            return _refuse(errno_mod.EINVAL, "not an available value")
+        return Verdict(f"{value}\n")
+    if kind == "epp":
+        if value.isdigit():
+            if int(value) > 255:
+                return _refuse(errno_mod.EINVAL, "EPP above 255")
+            epp_zero = int(value) == 0
+        elif value in (r.allowed or EPP_STRINGS):
+            epp_zero = value == "performance"
+        else:
+            return _refuse(errno_mod.EINVAL, "not an available preference")
+        if governor == "performance" and not epp_zero:
+            return _refuse(errno_mod.EBUSY, "EPP cannot be set under the performance policy")
+        return Verdict(f"{value}\n")
+    if kind in ("cpufreq_max", "cpufreq_min"):
+        m = _UINT.match(value)
+        if not m:
+            return _refuse(errno_mod.EINVAL, "not a decimal integer")
+        khz = int(m.group(1))
+        if r.min_khz is not None:
+            khz = max(khz, r.min_khz)
+        if r.max_khz is not None:
+            khz = min(khz, r.max_khz)
+        return Verdict(f"{khz}\n")
+    if kind in ("no_turbo", "boost"):
+        if value not in ("0", "1"):
+            return _refuse(errno_mod.EINVAL, "only 0 or 1")
+        return Verdict(f"{value}\n")
+    if kind == "amd_sclk":
+        parts = value.split()
+        levels = len(r.allowed) or 32
+        if not parts or not all(p.isdigit() and int(p) <= 31 and int(p) < levels for p in parts):
+            return _refuse(errno_mod.EINVAL, "clock level out of range")
+        return Verdict(" ".join(sorted(set(parts), key=int)))
+    return Verdict(written)
+
+
+# -- the node ------------------------------------------------------------------------------------
+
+
+def _errno_type(err: int) -> str:
+    return errno_mod.errorcode.get(err, str(err)).lower()
+
+
+def _uint(text: str, default: int = 0) -> int:
+    m = _UINT.match(text)
+    return int(m.group(1)) if m else default
+
+
+def sclk_table(levels_mhz: tuple[int, ...], active: int) -> str:
+    """``pp_dpm_sclk`` as amdgpu prints it: ``N: <MHz>Mhz`` with ``*`` on the current level."""
+    return "".join(f"{i}: {mhz}Mhz{' *' if i == active else ''}\n" for i, mhz in enumerate(levels_mhz))
+
+
+class NodeRuntime:
+    """One node's emulation state, kept in memory between ticks."""
+
+    def __init__(self, node_dir: str, model: NodeModel, load: BaseLoad, *, zone_offset_c: float = 0.0,
+                 facility: dict[str, float] | None = None, nvml_io: Any = None) -> None:
+        self.dir = node_dir
+        self.model = model
+        self.load = load
+        self.zone_offset_c = zone_offset_c
+        self.facility = facility or {}
+        self.nvml_io = nvml_io
+        self.events: list[Event] = []
+        self.writes = 0
+        led = ledger_mod.load(node_dir)
+        self.ledger = led if led is not None else ledger_mod.Ledger(model.node)
+        self._nvml_sig: tuple[int, int, int] | None = None
+        self._nvml: dict[str, Any] | None = None
+        self.by_component: dict[str, list[Writable]] = {}
+        for w in model.writables:
+            self.by_component.setdefault(w.component, []).append(w)
+            path = self._p(w.rel)
+            text = read_text(path)
+            w.text = text if text is not None else ""
+            w.sig = None
+            try:
+                w.sig = _sig(os.lstat(path))
+            except OSError:
+                pass
+            if w.kind == "amd_sclk":
+                w.text = self._sclk_mask_text(w)
+        for c in model.counters:
+            text = read_text(self._p(c.rel))
+            c.text = text if text is not None else ""
+        self._initial_check(time.time())
+
+    def _p(self, rel: str) -> str:
+        return os.path.join(self.dir, rel)
+
+    # -- values in force -------------------------------------------------------------------------
+
+    def value(self, component: str, kind: str) -> str | None:
+        for w in self.by_component.get(component, ()):
+            if w.kind == kind:
+                return w.text.strip()
+        return None
+
+    def _sclk_mask_text(self, w: Writable) -> str:
+        """The sclk mask in force, from a rendered table (all levels) or a written mask."""
+        text = w.text
+        if ":" in text:
+            return " ".join(str(i) for i in range(len(w.rule.allowed)))
+        return text.strip()
+
+    # -- readback --------------------------------------------------------------------------------
+
+    def _initial_check(self, now: float) -> None:
+        """Check what is on disk at start (it may have been written while the simulator was down).
+
+        A value the kernel would refuse is put back to the rule's default when it has one.
+        """
+        for w in self.model.writables:
+            if w.kind == "amd_sclk" or not w.text:
+                continue
+            governor = self.value(w.component, "cpufreq_governor") if w.kind == "epp" else None
+            verdict = validate(w, w.text, governor=governor)
+            if verdict.text is None and w.rule.default is not None:
+                self._reject(w, w.text, verdict, now)
+                w.text = w.rule.default
+                w.sig = write_in_place(self._p(w.rel), w.text)
+            elif verdict.text is not None:
+                w.text = verdict.text
+
+    def _reject(self, w: Writable, written: str, verdict: Verdict, now: float) -> None:
+        self.events.append(Event(now, self.model.node, REJECTED, {
+            "file": "/" + w.rel, "kind": w.kind, "value": written.strip()[:64],
+            "error.type": _errno_type(verdict.errno), "errno": verdict.errno, "reason": verdict.note,
+        }))
+
+    def readback(self, now: float) -> None:
+        """Take or refuse what agents wrote since the last tick (one lstat per writable file)."""
+        for w in self.model.writables:
+            path = self._p(w.rel)
+            try:
+                sig = _sig(os.lstat(path))
+            except OSError:
+                continue
+            if sig == w.sig:
+                continue
+            written = read_text(path)
+            if written is None:
+                continue
+            if w.kind == "amd_sclk" and ":" in written:
+                w.sig = sig
+                continue
+            governor = self.value(w.component, "cpufreq_governor") if w.kind == "epp" else None
+            verdict = validate(w, written, governor=governor)
+            if verdict.text is None:
+                self._reject(w, written, verdict, now)
+                restore = w.text if w.kind != "amd_sclk" else self._sclk_render(w)
+                w.sig = write_in_place(path, restore)
+                self.writes += 1
+                continue
+            if verdict.note == "clamped":
+                self.events.append(Event(now, self.model.node, CLAMPED, {
+                    "file": "/" + w.rel, "kind": w.kind, "value": written.strip()[:64],
+                    "readback": verdict.text.strip(),
+                }))
+            w.text = verdict.text
+            out = self._sclk_render(w) if w.kind == "amd_sclk" else verdict.text
+            if out != written:
+                w.sig = write_in_place(path, out)
+                self.writes += 1
+            else:
+                w.sig = sig
+        if self.model.nvml and self.nvml_io is not None:
+            self._nvml_readback()
+
+    def _sclk_render(self, w: Writable) -> str:
+        levels = tuple(int(x) for x in w.rule.allowed)
+        mask = [int(x) for x in w.text.split()] or list(range(len(levels)))
+        return sclk_table(levels, max(mask)) if levels else w.text
+
+    def _nvml_readback(self) -> None:
+        path = self._p("state/nvml.json")
+        try:
+            sig = _sig(os.lstat(path))
+        except OSError:
+            return
+        if sig == self._nvml_sig and self._nvml is not None:
+            return
+        self._nvml = self.nvml_io.read(self.dir)
+        self._nvml_sig = sig
+
+    # -- physics ---------------------------------------------------------------------------------
+
+    def step(self, now: float, dt_s: float) -> Sample:
+        """Advance the node by ``dt_s`` seconds of simulated time and write what changed."""
+        m = self.model
+        led = self.ledger
+        st = led.state
+        load = self.load
+        amb = ph.ambient_c(now, self.facility.get("ambientC", 20.0), self.facility.get("amplitudeC", 5.0),
+                           self.facility.get("periodH", 24.0), self.zone_offset_c)
+        cpu_total = 0.0
+        caps: dict[str, float | None] = {}
+        governors: dict[str, str] = {}
+        freqs: dict[int, float] = {}
+        energy: dict[str, tuple[str, float]] = {}
+        comp_power: dict[str, float] = {}
+        for pkg in m.packages:
+            key = f"pkg{pkg.index}"
+            cap_w = self._cpu_cap_w(key)
+            caps[key] = cap_w
+            f_target = self._freq_target(pkg, governors)
+            temp = st.get(f"T.{key}", amb)
+            thermal = ph.throttle_fraction(temp, ph.CPU_THERMAL.throttle_start_c, ph.CPU_THERMAL.throttle_full_c)
+            f_target = min(f_target, 1.0 - thermal)
+            f_prev = st.get(f"f.{key}", f_target)
+            f = ph.first_order(f_prev, f_target, dt_s, ph.CPU_RAMP_S)
+            cap_prev = st.get(f"cap.{key}", cap_w if cap_w is not None else -1.0)
+            cap_now = None
+            if cap_w is not None:
+                cap_now = ph.first_order(cap_prev if cap_prev >= 0 else cap_w, cap_w, dt_s, ph.CPU_CAP_TAU_S)
+                st[f"cap.{key}"] = cap_now
+            res = ph.cpu_package_power(pkg.params, load.cpu_util, f, cap_now, cap_range_w=pkg.cap_range_w,
+                                       memory_intensity=load.memory_intensity, io_intensity=load.io_intensity,
+                                       thermal=thermal, throttle=1.0 - f_target if f_target < 1 else 0.0,
+                                       cpu_class=load.cpu_class)
+            st[f"f.{key}"] = f
+            freqs[pkg.index] = res.freq
+            avg = ph.first_order(st.get(f"P.{key}", res.power_w), res.power_w, dt_s, ph.CPU_TELEMETRY_S)
+            st[f"P.{key}"] = avg
+            st[f"T.{key}"] = ph.first_order(temp, ph.steady_temp_c(amb, res.power_w, ph.CPU_THERMAL.w_per_c),
+                                            dt_s, ph.CPU_THERMAL.tau_s)
+            comp_power[key] = res.power_w
+            cpu_total += res.power_w
+            if m.dram:
+                dram_w = 3.0 + 12.0 * load.cpu_util * (0.3 + 0.7 * load.memory_intensity)
+                comp_power[f"dram{pkg.index}"] = dram_w
+                cpu_total += dram_w
+            if m.core:
+                comp_power[f"core{pkg.index}"] = 0.75 * res.power_w
+        gpu_total = 0.0
+        gpu_power: dict[str, float] = {}
+        utils = ph.spread_load(load.gpu_util, len(m.gpus))
+        wc, wm = ph.gpu_weights(load.gpu_class, load.memory_intensity)
+        for gpu, util in zip(m.gpus, utils, strict=False):
+            key = f"gpu{gpu.index}"
+            p = self._gpu_step(gpu, key, util, wc, wm, amb, dt_s, now, caps)
+            gpu_power[key] = p
+            comp_power[key] = p
+            gpu_total += p
+        if m.psys:
+            comp_power["psys"] = cpu_total + gpu_total + 40.0
+        comp_power["host"] = cpu_total + gpu_total
+        st.setdefault("t0", now)
+        # Energy: unwrapped totals in the ledger, µJ (mJ for NVML GPUs).
+        for comp, watts in comp_power.items():
+            unit = 1000.0 if (comp.startswith("gpu") and m.nvml) else 1_000_000.0
+            led.energy[comp] = led.energy.get(comp, 0) + round(watts * dt_s * unit)
+        for comp, total in led.energy.items():
+            if comp.startswith("core"):
+                continue
+            unit = 1000.0 if (comp.startswith("gpu") and m.nvml) else 1_000_000.0
+            hw_type = "gpu" if comp.startswith("gpu") else "memory" if comp.startswith("dram") else "cpu"
+            if comp in ("psys", "host"):
+                hw_type = "host"
+            energy[comp] = (hw_type, total / unit)
+        self._write_counters(freqs, st, comp_power)
+        if m.nvml and self.nvml_io is not None and self._nvml is not None:
+            self._nvml_write(utils, st, now)
+        led.tick += 1
+        led.time_s = now
+        ledger_mod.write(self.dir, led)
+        node_w = round(cpu_total + gpu_total, 2)
+        st["P"] = node_w
+        return Sample(m.node, now, node_w, round(cpu_total, 2), round(gpu_total, 2), energy, gpu_power, caps,
+                      governors, m.virtual, st["t0"])
+
+    def _cpu_cap_w(self, key: str) -> float | None:
+        for w in self.by_component.get(key, ()):
+            if w.kind == "rapl_limit":
+                uw = _uint(w.text, -1)
+                if uw > 0:
+                    return uw / 1_000_000.0
+        return None
+
+    def _freq_target(self, pkg: PackageModel, governors: dict[str, str]) -> float:
+        m = self.model
+        fmax = max(1, m.fmax_khz)
+        targets = []
+        for pol in pkg.policies:
+            gov = self.value(pol, "cpufreq_governor") or "performance"
+            governors.setdefault(f"pkg{pkg.index}", gov)
+            hi = self.value(pol, "cpufreq_max")
+            lo = self.value(pol, "cpufreq_min")
+            f_hi = _uint(hi, fmax) / fmax if hi is not None else 1.0
+            f_lo = _uint(lo, m.fmin_khz) / fmax if lo is not None else m.fmin_khz / fmax
+            if gov == "performance":
+                f = f_hi
+            elif gov == "powersave" and self.value(pol, "epp") is None:
+                f = f_lo
+            elif gov in ("ondemand", "conservative", "schedutil"):
+                f = min(f_hi, max(f_lo, 1.25 * self.load.cpu_util))
+            else:
+                f = f_hi
+            epp = self.value(pol, "epp")
+            if epp is not None and gov != "performance":
+                f = min(f, EPP_FREQ.get(epp, 1.0 - _uint(epp, 0) / 255 * 0.3 if epp.isdigit() else 1.0))
+            targets.append(ph.clamp(f, f_lo if f_lo <= f_hi else f_hi, 1.0))
+        return sum(targets) / len(targets) if targets else 1.0
+
+    def _gpu_step(self, gpu: GpuModel, key: str, util: float, wc: float, wm: float, amb: float, dt_s: float,
+                  now: float, caps: dict[str, float | None]) -> float:
+        st = self.ledger.state
+        g = gpu.params
+        clock_frac = 1.0
+        target = g.max_w
+        if gpu.vendor == "nvidia":
+            dev = self._nvml_dev(gpu.index)
+            if dev is not None:
+                target, clock_frac = self._nvml_limits(gpu, dev, util, now)
+        else:
+            for w in self.by_component.get(key, ()):
+                if w.kind in ("amdgpu_cap", "intel_pl1"):
+                    uw = _uint(w.text, 0)
+                    if w.kind == "amdgpu_cap" and w.rule.secondary:
+                        continue
+                    if uw > 0:
+                        target = uw / 1_000_000.0
+                elif w.kind == "amd_perf_level":
+                    clock_frac = min(clock_frac, self._perf_level_frac(gpu, w.text.strip()))
+        cap_prev = st.get(f"cap.{key}", target)
+        cap = ph.first_order(cap_prev, target, dt_s, g.cap_tau_s)
+        st[f"cap.{key}"] = cap
+        caps[key] = target
+        temp = st.get(f"T.{key}", amb)
+        thermal = ph.throttle_fraction(temp, ph.GPU_THERMAL.throttle_start_c, ph.GPU_THERMAL.throttle_full_c)
+        power = ph.gpu_power(g, util, cap, wc, wm, clock_frac * (1.0 - 0.35 * thermal))
+        st[f"T.{key}"] = ph.first_order(temp, ph.steady_temp_c(amb, power, ph.GPU_THERMAL.w_per_c), dt_s,
+                                        ph.GPU_THERMAL.tau_s)
+        st[f"P.{key}"] = ph.first_order(st.get(f"P.{key}", power), power, dt_s, ph.GPU_TELEMETRY_S)
+        st[f"u.{key}"] = util
+        natural = ph.gpu_natural_power(g, util, wc, wm, clock_frac)
+        st[f"r.{key}"] = ph.clamp01(cap / natural) if natural > 0 else 1.0
+        return power
+
+    def _perf_level_frac(self, gpu: GpuModel, level: str) -> float:
+        levels = gpu.sclk_mhz
+        top = max(levels) if levels else 1
+        low = (min(levels) / top) if levels else 0.3
+        if level in ("low", "profile_min_sclk"):
+            return low
+        if level == "profile_standard":
+            return 0.7
+        if level == "manual" and levels:
+            mask = self.value(f"gpu{gpu.index}", "amd_sclk")
+            idx = [int(x) for x in (mask or "").split() if x.isdigit() and int(x) < len(levels)]
+            if idx:
+                return levels[max(idx)] / top
+        return 1.0
+
+    # -- NVML -----------------------------------------------------------------------------------
+
+    def _nvml_dev(self, index: int) -> dict[str, Any] | None:
+        if self._nvml is None or self.nvml_io is None:
+            return None
+        dev: dict[str, Any] | None = self.nvml_io.device(self._nvml, index)
+        return dev
+
+    def _nvml_limits(self, gpu: GpuModel, dev: dict[str, Any], util: float, now: float) -> tuple[float, float]:
+        io = self.nvml_io
+        limit_w = io.limit_w(dev)
+        if util < 0.01 and not io.persistence(dev) and gpu.default_cap_w is not None:
+            default = io.default_w(dev)
+            if default is not None and abs(limit_w - default) > 1e-6:
+                self.events.append(Event(now, self.model.node, CAP_RESET, {
+                    "gpu": gpu.index, "bus_id": gpu.bus_id, "from_w": limit_w, "to_w": default,
+                    "reason": "persistence mode disabled and the GPU is idle",
+                }))
+                io.set_limit_w(dev, default)
+                limit_w = default
+        return limit_w, io.clock_frac(dev)
+
+    def _nvml_write(self, utils: list[float], st: dict[str, float], now: float) -> None:
+        assert self._nvml is not None
+        io = self.nvml_io
+        for gpu in self.model.gpus:
+            dev = io.device(self._nvml, gpu.index)
+            if dev is None:
+                continue
+            key = f"gpu{gpu.index}"
+            io.advance(dev, power_w=st.get(f"P.{key}", 0.0), energy_mj=self.ledger.energy.get(key, 0),
+                       temp_c=st.get(f"T.{key}", 30.0), util=st.get(f"u.{key}", 0.0), ratio=st.get(f"r.{key}", 1.0))
+        self._nvml_sig = io.write(self.dir, self._nvml)
+        self.writes += 1
+
+    # -- counters --------------------------------------------------------------------------------
+
+    def _write_counters(self, freqs: dict[int, float], st: dict[str, float], comp_power: dict[str, float]) -> None:
+        m = self.model
+        energy = self.ledger.energy
+        for c in m.counters:
+            comp = c.component
+            if c.kind == "energy_uj":
+                total = energy.get(comp, 0)
+                text = f"{total % c.max_range if c.max_range else total}\n"
+            elif c.kind == "power_uw":
+                text = f"{round(st.get('P.' + comp, comp_power.get(comp, 0.0))) * 1_000_000}\n"
+            elif c.kind == "freq_khz":
+                pkg = int(comp[3:]) if comp.startswith("pkg") and comp[3:].isdigit() else 0
+                khz = round(freqs.get(pkg, 1.0) * m.fmax_khz / 1000) * 1000
+                text = f"{khz}\n"
+            elif c.kind == "temp_mc":
+                text = f"{round(st.get('T.' + comp, 30.0)) * 1000}\n"
+            else:
+                continue
+            if text != c.text and write_in_place(self._p(c.rel), text) is not None:
+                c.text = text
+                self.writes += 1

@@ -1,0 +1,317 @@
+"""The tick loop on hand-built trees in the renderer's layout (sysfs paths as the kernel nests them)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from joulectl.sim import layout
+from joulectl.sim import ledger as lg
+from joulectl.sim.tick import BaseLoad, NodeRuntime
+
+RAPL = "sys/devices/virtual/powercap/intel-rapl"
+POLICY = "sys/devices/system/cpu/cpufreq/policy{}"
+AMD = "sys/bus/pci/devices/0000:03:00.0"
+AMD2 = "sys/bus/pci/devices/0000:04:00.0"
+INTEL_GPU = "sys/bus/pci/devices/0000:4d:00.0"
+T0 = 1_800_000_000.0
+
+
+def _w(node: Path, rel: str, text: str, mode: int = 0o644) -> None:
+    p = node / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    p.chmod(mode)
+
+
+def build_node(root: Path, name: str = "n1", *, policies: int = 4, max_range: int = 262143328850,
+               amd: bool = False, intel_gpu: bool = False) -> Path:
+    """A two-socket Intel node (RAPL package+DRAM, intel_pstate policies), optionally with GPUs."""
+    node = root / name
+    for s in range(2):
+        z = f"{RAPL}/intel-rapl:{s}"
+        _w(node, f"{z}/name", f"package-{s}\n", 0o444)
+        _w(node, f"{z}/energy_uj", "0\n", 0o444)
+        _w(node, f"{z}/max_energy_range_uj", f"{max_range}\n", 0o444)
+        _w(node, f"{z}/constraint_0_name", "long_term\n", 0o444)
+        _w(node, f"{z}/constraint_0_power_limit_uw", "200000000\n")
+        _w(node, f"{z}/constraint_1_name", "short_term\n", 0o444)
+        _w(node, f"{z}/constraint_1_power_limit_uw", "240000000\n")
+        d = f"{z}/intel-rapl:{s}:0"
+        _w(node, f"{d}/name", "dram\n", 0o444)
+        _w(node, f"{d}/energy_uj", "0\n", 0o444)
+        _w(node, f"{d}/max_energy_range_uj", f"{max_range}\n", 0o444)
+    for i in range(policies):
+        p = POLICY.format(i)
+        _w(node, f"{p}/scaling_governor", "powersave\n")
+        _w(node, f"{p}/scaling_available_governors", "performance powersave\n", 0o444)
+        _w(node, f"{p}/energy_performance_preference", "balance_performance\n")
+        _w(node, f"{p}/energy_performance_available_preferences",
+           "default performance balance_performance balance_power power\n", 0o444)
+        _w(node, f"{p}/scaling_max_freq", "4000000\n")
+        _w(node, f"{p}/scaling_min_freq", "800000\n")
+        _w(node, f"{p}/cpuinfo_max_freq", "4000000\n", 0o444)
+        _w(node, f"{p}/cpuinfo_min_freq", "800000\n", 0o444)
+        _w(node, f"{p}/scaling_cur_freq", "4000000\n", 0o444)
+    if amd:
+        for bdf_dir, cap in ((AMD, "500000000"), (AMD2, "0")):
+            _w(node, f"{bdf_dir}/power_dpm_force_performance_level", "auto\n")
+            _w(node, f"{bdf_dir}/pp_dpm_sclk", "0: 500Mhz\n1: 1200Mhz\n2: 1700Mhz *\n")
+            h = f"{bdf_dir}/hwmon/hwmon{3 if cap != '0' else 4}"
+            _w(node, f"{h}/name", "amdgpu\n", 0o444)
+            _w(node, f"{h}/power1_cap", f"{cap}\n")
+            _w(node, f"{h}/power1_cap_min", "0\n", 0o444)
+            _w(node, f"{h}/power1_cap_max", "500000000\n", 0o444)
+            _w(node, f"{h}/power1_average", "0\n", 0o444)
+            _w(node, f"{h}/temp2_input", "35000\n", 0o444)
+    if intel_gpu:
+        h = f"{INTEL_GPU}/hwmon/hwmon5"
+        _w(node, f"{h}/name", "i915\n", 0o444)
+        _w(node, f"{h}/power1_max", "150000000\n")
+        _w(node, f"{h}/power1_rated_max", "150000000\n", 0o444)
+        _w(node, f"{h}/energy1_input", "0\n", 0o444)
+    (node / "state").mkdir(parents=True, exist_ok=True)
+    return node
+
+
+class _Profile:
+    """The profile facts the layout reads: secondary dies, the locked DRAM limit, the GPU vendor."""
+
+    name = "hand-built"
+
+    def __init__(self, gpus: dict[str, object] | None = None, locked_pl1: bool = False) -> None:
+        self.cpu = {"sockets": 2, "catalogKey": "INTEL_XEON_GOLD_6530",
+                    "cpufreq": {"minKHz": 800000, "maxKHz": 4000000},
+                    "physics": {"model": "analytic", "idlePkgW": 60, "maxPkgW": 270},
+                    "powercap": {"zones": [{"name": "package", "constraints": [
+                        {"name": "long_term", "locked": locked_pl1}, {"name": "short_term"}]}]}}
+        self.gpus = gpus or {}
+        self.boards: list[dict[str, object]] = []
+
+
+def runtime(node: Path, profile: _Profile | None = None, load: BaseLoad | None = None) -> NodeRuntime:
+    model = layout.scan(str(node), node.name, profile or _Profile())
+    return NodeRuntime(str(node), model, load or BaseLoad())
+
+
+def tick(rt: NodeRuntime, k: int, dt: float = 1.0) -> float:
+    now = T0 + k * dt
+    rt.readback(now)
+    return rt.step(now, dt).power_w
+
+
+def test_cap_written_to_sysfs_shows_in_next_tick(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    before = tick(rt, 1)
+    limit = node / RAPL / "intel-rapl:0" / "constraint_0_power_limit_uw"
+    limit.write_text("100000000\n")
+    sample_power = tick(rt, 2)
+    assert sample_power < before
+    assert rt.ledger.state["P.pkg0"] == pytest.approx(100.0, abs=5.0)
+    assert rt.ledger.state["P.pkg1"] == pytest.approx(200.0, abs=5.0)
+    assert not rt.events
+
+
+@pytest.mark.parametrize(
+    ("rel", "value", "err"),
+    [
+        (f"{RAPL}/intel-rapl:0/constraint_0_power_limit_uw", "lots\n", errno.EINVAL),
+        (f"{RAPL}/intel-rapl:0/constraint_0_power_limit_uw", "-5\n", errno.EINVAL),
+        (f"{POLICY.format(1)}/scaling_governor", "ondemand\n", errno.EINVAL),
+        (f"{POLICY.format(0)}/energy_performance_preference", "turbo\n", errno.EINVAL),
+        (f"{POLICY.format(0)}/energy_performance_preference", "300\n", errno.EINVAL),
+        (f"{AMD}/hwmon/hwmon3/power1_cap", "600000000\n", errno.EINVAL),
+        (f"{AMD}/hwmon/hwmon3/power1_cap", "12.5\n", errno.EINVAL),
+        (f"{AMD2}/hwmon/hwmon4/power1_cap", "300000000\n", errno.EINVAL),
+        (f"{AMD}/power_dpm_force_performance_level", "turbo\n", errno.EINVAL),
+        (f"{AMD}/pp_dpm_sclk", "7\n", errno.EINVAL),
+    ],
+)
+def test_refused_write_is_reverted_and_logged(tmp_path: Path, rel: str, value: str, err: int) -> None:
+    node = build_node(tmp_path, amd=True)
+    rt = runtime(node, _Profile(gpus={"vendor": "amd", "secondaryDies": True, "model": "AMD Instinct MI250X"}))
+    tick(rt, 1)
+    before = (node / rel).read_text()
+    (node / rel).write_text(value)
+    tick(rt, 2)
+    assert (node / rel).read_text() == before
+    [event] = rt.events
+    assert event.name == "joulie.sim.write.rejected"
+    assert event.attributes["errno"] == err
+    assert event.attributes["error.type"] == errno.errorcode[err].lower()
+    assert event.attributes["file"] == "/" + rel
+    assert event.attributes["value"] == value.strip()
+
+
+def test_locked_rapl_limit_refused_with_enodata(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node, _Profile(locked_pl1=True))
+    limit = node / RAPL / "intel-rapl:1" / "constraint_0_power_limit_uw"
+    limit.write_text("90000000\n")
+    tick(rt, 1)
+    assert limit.read_text() == "200000000\n"
+    assert [e.attributes["error.type"] for e in rt.events] == ["enodata"]
+
+
+def test_epp_under_performance_is_ebusy(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    pol = node / POLICY.format(2)
+    (pol / "scaling_governor").write_text("performance\n")
+    tick(rt, 1)
+    assert not rt.events
+    (pol / "energy_performance_preference").write_text("power\n")
+    tick(rt, 2)
+    assert (pol / "energy_performance_preference").read_text() == "balance_performance\n"
+    assert [e.attributes["error.type"] for e in rt.events] == ["ebusy"]
+    (pol / "energy_performance_preference").write_text("performance")
+    tick(rt, 3)
+    assert (pol / "energy_performance_preference").read_text() == "performance\n"
+
+
+def test_rapl_limit_bits_wrap_and_normalised_readback(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    limit = node / RAPL / "intel-rapl:0" / "constraint_0_power_limit_uw"
+    # 15-bit field of 1/8 W units: 4096 W wraps to 0; 4096 W + 100 W reads back 100 W.
+    limit.write_text(str((1 << 15) * 125_000 + 100_000_000))
+    tick(rt, 1)
+    assert limit.read_text() == "100000000\n"
+    assert rt.ledger.state["P.pkg0"] == pytest.approx(100.0, abs=5.0)
+    assert not rt.events
+
+
+def test_intel_pl1_outside_bounds_reads_back_clamped(tmp_path: Path) -> None:
+    node = build_node(tmp_path, intel_gpu=True)
+    rt = runtime(node, _Profile(gpus={"vendor": "intel", "model": "Intel Data Center GPU Flex 170",
+                                      "intel": {"clampMinW": 40, "clampMaxW": 150}}))
+    pl1 = node / INTEL_GPU / "hwmon" / "hwmon5" / "power1_max"
+    pl1.write_text("10000000\n")
+    tick(rt, 1)
+    assert pl1.read_text() == "40000000\n"
+    pl1.write_text("400000000\n")
+    tick(rt, 2)
+    assert pl1.read_text() == "150000000\n"
+    pl1.write_text("90000000\n")
+    tick(rt, 3)
+    assert pl1.read_text() == "90000000\n"
+    assert rt.ledger.state["P.gpu0"] <= 90.0
+    assert [e.name for e in rt.events] == ["joulie.sim.write.clamped"] * 2
+
+
+def test_amd_perf_level_and_sclk_mask_bound_power(tmp_path: Path) -> None:
+    node = build_node(tmp_path, amd=True)
+    rt = runtime(node, _Profile(gpus={"vendor": "amd", "secondaryDies": True, "model": "AMD Instinct MI250X"}))
+    tick(rt, 1)
+    full = rt.ledger.state["P.gpu0"]
+    (node / AMD / "power_dpm_force_performance_level").write_text("manual\n")
+    (node / AMD / "pp_dpm_sclk").write_text("0 1")
+    tick(rt, 2)
+    assert (node / AMD / "pp_dpm_sclk").read_text() == "0: 500Mhz\n1: 1200Mhz *\n2: 1700Mhz\n"
+    assert rt.ledger.state["P.gpu0"] < full
+    (node / AMD / "power_dpm_force_performance_level").write_text("low\n")
+    tick(rt, 3)
+    low = rt.ledger.state["P.gpu0"]
+    assert low < full
+    assert not rt.events
+
+
+def test_governor_and_frequency_limit_lower_power(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    before = tick(rt, 1)
+    for i in (0, 1):
+        (node / POLICY.format(i) / "scaling_max_freq").write_text("2000000\n")
+    tick(rt, 2)
+    assert (node / POLICY.format(0) / "scaling_cur_freq").read_text() == "2000000\n"
+    assert rt.ledger.state["P.pkg0"] < rt.ledger.state["P.pkg1"]
+    assert tick(rt, 3) < before
+    # Frequencies under the hardware minimum are clamped, as cpufreq does.
+    (node / POLICY.format(3) / "scaling_max_freq").write_text("100\n")
+    tick(rt, 4)
+    assert (node / POLICY.format(3) / "scaling_max_freq").read_text() == "800000\n"
+
+
+def test_only_changed_files_are_rewritten_in_place(tmp_path: Path) -> None:
+    node = build_node(tmp_path, policies=8)
+    rt = runtime(node)
+    for k in range(1, 4):
+        tick(rt, k)
+    files = [p for p in node.rglob("*") if p.is_file() and not p.is_symlink() and "state" not in p.parts]
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_ino) for p in files}
+    writes = rt.writes
+    tick(rt, 4)
+    changed = {p for p in files if p.stat().st_mtime_ns != before[p][0]}
+    assert {p.name for p in changed} == {"energy_uj"}
+    assert len(changed) == 4  # two packages, two DRAM zones
+    assert all(p.stat().st_ino == before[p][1] for p in files)  # rewritten in place, same inodes
+    assert rt.writes - writes == 4
+    assert not list((node / "state").glob("*.tmp*"))
+
+
+def test_energy_never_decreases_across_1000_ticks_with_wrap(tmp_path: Path) -> None:
+    max_range = 50_000_000_000  # 50 kJ: a 200 W package wraps every 250 s
+    node = build_node(tmp_path, max_range=max_range)
+    rt = runtime(node)
+    counter = node / RAPL / "intel-rapl:0" / "energy_uj"
+    last_total = 0
+    last_file = 0
+    wraps = 0
+    for k in range(1, 1001):
+        tick(rt, k)
+        total = rt.ledger.energy["pkg0"]
+        value = int(counter.read_text())
+        assert total > last_total
+        assert value == total % max_range
+        if value < last_file:
+            wraps += 1
+        last_total, last_file = total, value
+    assert wraps >= 3
+    saved = lg.load(str(node))
+    assert saved is not None and saved.energy["pkg0"] == last_total and saved.tick == 1000
+
+
+def test_restart_continues_counters_and_limits(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    (node / RAPL / "intel-rapl:0" / "constraint_0_power_limit_uw").write_text("120000000\n")
+    for k in range(1, 4):
+        tick(rt, k)
+    total = rt.ledger.energy["pkg0"]
+    counter = int((node / RAPL / "intel-rapl:0" / "energy_uj").read_text())
+    # A new process: state from disk; the first tick after the restart is one tick long (no
+    # energy for the time the simulator was down).
+    rt2 = runtime(node)
+    assert rt2.ledger.energy["pkg0"] == total
+    tick(rt2, 1000)
+    assert rt2.ledger.energy["pkg0"] == pytest.approx(total + 120_000_000, rel=0.05)
+    assert int((node / RAPL / "intel-rapl:0" / "energy_uj").read_text()) > counter
+    assert rt2.ledger.state["P.pkg0"] == pytest.approx(120.0, abs=5.0)
+    assert rt2.ledger.tick == 4
+
+
+def test_value_refused_while_down_is_put_back_at_start(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    tick(rt, 1)
+    gov = node / POLICY.format(0) / "scaling_governor"
+    gov.write_text("userspace\n")
+    model = layout.scan(str(node), node.name, _Profile())
+    for w in model.writables:
+        if w.kind == "cpufreq_governor":
+            w.rule.default = "powersave\n"
+    rt2 = NodeRuntime(str(node), model, BaseLoad())
+    assert gov.read_text() == "powersave\n"
+    assert [e.attributes["error.type"] for e in rt2.events] == ["einval"]
+
+
+def test_idle_load_draws_less(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    busy = tick(runtime(node), 1)
+    idle = tick(runtime(build_node(tmp_path, "n2"), load=BaseLoad(cpu_util=0.0, gpu_util=0.0)), 1)
+    assert idle < busy
+    assert os.path.exists(lg.ledger_path(str(tmp_path / "n2")))
