@@ -1,0 +1,99 @@
+"""Benchmark: ``joulectl cap --pct 60`` on an emulated 8-GPU NVIDIA node and an 8-GPU AMD node.
+
+Method (issue 4, SPEC §9):
+
+- Renders ``nvidia-h100-sxm-8gpu`` and ``amd-instinct-mi300x-8gpu`` nodes with
+  ``joulectl simulate render`` into a temporary directory.
+- Wall time: ``python -m joulectl --version`` and ``python -m joulectl --root NODE cap --pct P -o json``
+  as subprocesses, interleaved, ``--repeat`` times each; the cap alternates between 60 % and 70 %
+  so that every timed run writes all eight GPUs. Reported: medians and the ratio to ``--version``
+  (target: AMD within 1.5x).
+- Tool invocations: one more cap run in-process, reading ``Host.tool_calls`` (target for NVIDIA:
+  one query call and at most one write call per distinct target value, plus one readback).
+
+Usage: ``python benchmarks/bench_cap.py [--repeat N] [--keep DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SPEC = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: bench-cap}
+spec:
+  pools:
+  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}
+  - {name: mi300x, profile: amd-instinct-mi300x-8gpu, count: 1}
+"""
+NODES = {"nvidia 8x H100 SXM": "h100-0", "amd 8x MI300X": "mi300x-0"}
+
+
+def _joulectl(*args: str) -> float:
+    env = dict(os.environ, NO_COLOR="1")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "joulectl", *args], capture_output=True, env=env, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"joulectl {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode()[:400]}")
+    return elapsed
+
+
+def _tool_calls(node_root: Path) -> tuple[list[tuple[str, ...]], list[str]]:
+    from joulectl.host import Host
+    from joulectl.ops.cap import build_request, execute
+
+    host = Host(str(node_root))
+    report = execute(host, build_request(pct=55))
+    return list(host.tool_calls), [r.status.value for r in report.results]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--keep", help="render into this directory and keep it")
+    args = parser.parse_args()
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-cap-"))
+    spec = work / "spec.yaml"
+    work.mkdir(parents=True, exist_ok=True)
+    spec.write_text(SPEC)
+    root = work / "nodes"
+    _joulectl("simulate", "render", str(spec), "--root", str(root))
+
+    _joulectl("--version")  # warm the file cache before timing
+    print(f"repeat={args.repeat}  python={sys.version.split()[0]}  cpus={os.cpu_count()}")
+    print(f"{'node':<20} {'--version s':>11} {'cap s':>8} {'ratio':>6}  tool calls (in-process run)")
+    for label, node in NODES.items():
+        node_root = root / node
+        _joulectl("--root", str(node_root), "cap", "--pct", "60", "-o", "json")  # warm up
+        version_s: list[float] = []
+        cap_s: list[float] = []
+        for i in range(args.repeat):
+            version_s.append(_joulectl("--version"))
+            pct = "70" if i % 2 == 0 else "60"
+            cap_s.append(_joulectl("--root", str(node_root), "cap", "--pct", pct, "-o", "json"))
+        calls, statuses = _tool_calls(node_root)
+        v, c = statistics.median(version_s), statistics.median(cap_s)
+        kinds: dict[str, int] = {}
+        for argv in calls:
+            key = "-pl" if "-pl" in argv else ("-q -x" if "-x" in argv else " ".join(argv[1:2]))
+            kinds[f"{argv[0]} {key}"] = kinds.get(f"{argv[0]} {key}", 0) + 1
+        detail = ", ".join(f"{k}: {n}" for k, n in kinds.items()) or "none"
+        print(f"{label:<20} {v:>11.3f} {c:>8.3f} {c / v:>6.2f}  {len(calls)} ({detail}); "
+              f"{statuses.count('applied')}/{len(statuses)} applied")
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
