@@ -802,17 +802,32 @@ def _run(host: Host, req: CapRequest, deps: Deps) -> CapReport:
 
     gpus: list[GpuDevice] = []
     zones: list[PowercapZone] = []
-    both = req.wants_gpu and req.wants_cpu
+    both = req.wants_gpu and req.cpu is not None
     if req.wants_gpu:
         gpus = _select_gpus(inv, req, both, report)
-    if req.wants_cpu:
+    if req.cpu is not None:
         zones = _cpu_zones(inv, both, report)
     if both and not gpus and not zones:
         raise NoDeviceError("no GPU and no powercap package zone (RAPL) on this node: nothing to cap")
 
     journal = _peek_journal(host, report) if req.dry_run else _load_journal(host, report)
     before = _fingerprint(journal)
+    try:
+        _cap_and_govern(host, req, deps, inv, journal, gpus, zones, report)
+    finally:
+        # whatever happened after the first write, what was written is journaled
+        if not req.dry_run and _fingerprint(journal) != before:
+            from joulectl.ops import journal as journal_mod
 
+            try:
+                journal_mod.save(host, journal)
+            except OSError as e:  # the writes happened; say loudly that they are not journaled
+                report.journal_error = f"{journal_mod.JOURNAL_PATH}: {e.strerror or e}"
+    return report
+
+
+def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory, journal: Journal,
+                    gpus: list[GpuDevice], zones: list[PowercapZone], report: CapReport) -> None:
     pending: list[_Pending] = []
     if req.gpu is not None:
         for dev in gpus:
@@ -835,23 +850,20 @@ def _run(host: Host, req: CapRequest, deps: Deps) -> CapReport:
         _record(journal, report.results, restore=_is_restore(req))
 
     for preset, gpu_side in ((req.gpu_governor, True), (req.cpu_governor, False)):
-        if preset is None or (gpu_side and not gpus) or (not gpu_side and not zones):
+        if preset is None or (gpu_side and not gpus):
             continue
-        rows = deps.governor()(
-            host, inv, journal, preset, gpu=gpu_side, cpu=not gpu_side,
-            selectors=req.selectors if gpu_side else (), dry_run=req.dry_run,
-            model_presets=req.model_presets,
-        )
-        report.governor_results.extend(rows)
-
-    if not req.dry_run and _fingerprint(journal) != before:
-        from joulectl.ops import journal as journal_mod
-
         try:
-            journal_mod.save(host, journal)
-        except OSError as e:  # the writes happened; say loudly that they are not journaled
-            report.journal_error = f"{journal_mod.JOURNAL_PATH}: {e.strerror or e}"
-    return report
+            rows = deps.governor()(
+                host, inv, journal, preset, gpu=gpu_side, cpu=not gpu_side,
+                selectors=req.selectors if gpu_side else (), dry_run=req.dry_run,
+                model_presets=req.model_presets,
+            )
+        except (InputError, NoDeviceError) as e:
+            # a preset this node cannot take blocks the governor, never the caps already set
+            rows = [DeviceResult(device="gpu" if gpu_side else "cpu", vendor="-", model=None,
+                                 status=Status.BLOCKED, message=str(e), preset=preset,
+                                 kind="gpu" if gpu_side else "cpu")]
+        report.governor_results.extend(rows)
 
 
 def _is_restore(req: CapRequest) -> bool:

@@ -115,6 +115,7 @@ class Node:
     writer: FakeWriter = field(default_factory=FakeWriter)
     inventories: int = 0
     governor_calls: list[tuple[str, bool, bool]] = field(default_factory=list)
+    governor_error: Exception | None = None
 
     def inventory(self, host: Host, *, gpus: bool = True, cpu: bool = True,
                   node_name: str | None = None) -> NodeInventory:
@@ -138,6 +139,8 @@ class Node:
                      gpu: bool = True, cpu: bool = False, selectors: tuple[str, ...] = (),
                      dry_run: bool = False, model_presets: dict[str, Any] | None = None) -> list[DeviceResult]:
         self.governor_calls.append((preset, gpu, cpu))
+        if self.governor_error is not None:
+            raise self.governor_error
         return [DeviceResult(device=g.bus_id, vendor=g.vendor, model=g.model, status=Status.APPLIED_UNVERIFIED,
                              preset=preset, kind="gpu") for g in inv.gpus]
 
@@ -663,3 +666,16 @@ def test_schedule_bad_at_is_exit_2(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         build_request(schedule=str(path), at="yesterday")
     assert str(exc.value) == "--at: not an ISO 8601 time such as 2026-01-05T23:30:00+01:00: 'yesterday'"
+
+
+def test_governor_the_node_cannot_take_blocks_only_the_governor(host: Host, tmp_path: Path) -> None:
+    node = Node([gpu(0)])
+    node.governor_error = InputError("preset 'efficient' is not available on this node (available: auto)")
+    text = TWIN.replace("capWattsPerGpu: 300}", "capWattsPerGpu: 300}\n    governor: efficient")
+    report = run(host, node, from_twin=_twin(tmp_path, text), gpu=True)
+    assert report.results[0].status is Status.APPLIED
+    g = report.governor_results[0]
+    assert (g.device, g.status, g.preset) == ("gpu", Status.BLOCKED, "efficient")
+    assert g.message == "preset 'efficient' is not available on this node (available: auto)"
+    assert report.exit_code == ExitCode.PARTIAL
+    assert journal_of(host)["devices"]["0000:10:00.0"]["current"] == {"capWatts": 300}
