@@ -283,7 +283,7 @@ class SmiTransport:
                                command)
         if _NOT_SUPPORTED.search(out):
             line = next((ln.strip() for ln in out.splitlines() if _NOT_SUPPORTED.search(ln)), "")
-            return CallOutcome(Status.UNSUPPORTED, f"{what}: {line}", command)
+            return CallOutcome(Status.UNSUPPORTED, f"{what}: {line.rstrip('.')}", command)
         return CallOutcome(Status.APPLIED_UNVERIFIED if args[0] in ("-lgc", "-lmc") else Status.APPLIED,
                            "", command)
 

@@ -45,6 +45,11 @@ def save():
 def smi_bus(b):
     return "0000" + b.upper()
 gpus = st["gpus"]
+if argv == ["-q", "-x"]:
+    save()
+    with open(os.path.join(os.path.dirname(STATE), "q.xml")) as fh:
+        sys.stdout.write(fh.read())
+    sys.exit(0)
 if argv[:3] == ["-q", "-d", "SUPPORTED_CLOCKS"]:
     save()
     print("==============NVSMI LOG==============\n\nAttached GPUs : %d" % len(gpus))
@@ -110,19 +115,36 @@ def bus(i: int) -> str:
     return f"0000:{0x10 + i:02x}:00.0"
 
 
-def fake_smi(root: Path, tables: Iterable[dict[int, list[int]]], *, lmc_unsupported: bool = False) -> None:
+def fake_smi(root: Path, tables: Iterable[dict[int, list[int]]], *, lmc_unsupported: bool = False,
+             buses: list[str] | None = None) -> None:
     """Install the fake nvidia-smi in ``root/bin`` with one GPU per clock table."""
     (root / "bin").mkdir(parents=True, exist_ok=True)
     (root / "state").mkdir(parents=True, exist_ok=True)
     gpus = {}
     for i, table in enumerate(tables):
         top = max(table)
-        gpus[bus(i)] = {"table": {str(k): v for k, v in table.items()}, "lgc": None, "lmc": None,
+        gpus[buses[i] if buses else bus(i)] = {"table": {str(k): v for k, v in table.items()}, "lgc": None, "lmc": None,
                         "sm": max(table[top]), "mem": top, "lmcUnsupported": lmc_unsupported}
     (root / "state" / "smi.json").write_text(json.dumps({"gpus": gpus, "calls": []}))
     script = root / "bin" / "nvidia-smi"
     script.write_text(FAKE_SMI.replace("{python}", sys.executable))
     script.chmod(0o755)
+
+
+def nvidia_node(root: Path, tables: list[dict[int, list[int]]], *, product: str = "NVIDIA H100 80GB HBM3",
+                architecture: str = "Hopper", lmc_unsupported: bool = False) -> list[str]:
+    """A two-socket Xeon host with NVIDIA GPUs that discover finds (``nvidia-smi -q -x``) and the
+    fake nvidia-smi locks; returns the bus ids."""
+    import trees
+
+    buses = [f"0000:{0x18 + 0x11 * i:02x}:00.0" for i in range(len(tables))]
+    trees.intel_2s_host(root, "gpu-node-01")
+    trees.nvidia_pci(root, buses)
+    gpus = [trees.smi_gpu_xml(b, i, schema="new", product=product, architecture=architecture, clocks=t)
+            for i, (b, t) in enumerate(zip(buses, tables))]
+    fake_smi(root, tables, lmc_unsupported=lmc_unsupported, buses=buses)
+    (root / "state" / "q.xml").write_text(trees.smi_document(gpus, schema="new"))
+    return buses
 
 
 def smi_state(root: Path) -> dict[str, Any]:

@@ -155,7 +155,7 @@ def test_ada_lmc_refusal_is_unsupported_and_resets_the_lgc(tmp_path: Path) -> No
     r = gov.apply_preset(host, inv, journal, "low")[0]
     assert r.status == Status.UNSUPPORTED
     assert r.message == (
-        f"memory clock lock: Setting locked memory clocks is not supported for GPU 0000{bus(0).upper()}.; "
+        f"memory clock lock: Setting locked memory clocks is not supported for GPU 0000{bus(0).upper()}; "
         "graphics lock set by joulectl undone"
     )
     assert _calls(root) == [["-i", bus(0), "-lgc", "210,645"], ["-i", bus(0), "-lmc", "405,405"],
