@@ -287,8 +287,8 @@ def parse_now(value: str | None) -> datetime:
     return t
 
 
-def cluster_from_files(nodes: str | None, twins: str | None, hardware: str | None = None) -> Cluster:
-    """``--nodes NODES.yaml --twins TWINS.yaml [--hardware NODEHARDWARE.yaml]``."""
+def cluster_from_files(nodes: str | None, twins: str | None) -> Cluster:
+    """``--nodes NODES.yaml --twins TWINS.yaml`` (no NodeHardware)."""
     if nodes is None:
         raise InputError("--twins goes with --nodes NODES.yaml", field="--twins")
     if twins is None:
@@ -296,7 +296,36 @@ def cluster_from_files(nodes: str | None, twins: str | None, hardware: str | Non
             f"--nodes {nodes} needs --twins TWINS.yaml (the NodeTwin objects, `kubectl get nodetwins -o yaml`)",
             field="--twins",
         )
-    return Cluster(load_nodes(nodes), load_twins(twins), load_hardware(hardware) if hardware else {})
+    return Cluster(load_nodes(nodes), load_twins(twins), {})
+
+
+def cluster_from_spec(
+    spec: str,
+    options: Any,
+    now: datetime,
+    *,
+    hardware: Sequence[str] = (),
+    pods: str | None = None,
+    telemetry: str | None = None,
+    profiles_dir: str | None = None,
+) -> Cluster:
+    """``--spec SPEC [plan flags]``: the spec's nodes, and the NodeTwins ``plan`` makes of them at ``now``."""
+    from joulectl.planning import load_cluster, plan
+
+    cluster = load_cluster(
+        spec=spec, hardware=hardware, pods=pods, telemetry=telemetry, profiles_dir=profiles_dir
+    )
+    result = plan(cluster, options, now=now)
+    return Cluster(list(cluster.nodes), list(result.twins), dict(cluster.hardware))
+
+
+def cluster_from_nodes(nodes: str | None, twins: str | None, hardware: Sequence[str] = ()) -> Cluster:
+    """``--nodes NODES.yaml --twins TWINS.yaml [--hardware FILE]...``."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in hardware:
+        found.update(load_hardware(path))
+    base = cluster_from_files(nodes, twins)
+    return Cluster(base.nodes, base.twins, found)
 
 
 @dataclass(frozen=True)
