@@ -287,8 +287,8 @@ def parse_now(value: str | None) -> datetime:
     return t
 
 
-def cluster_from_files(nodes: str | None, twins: str | None) -> Cluster:
-    """``--nodes NODES.yaml --twins TWINS.yaml`` (no NodeHardware)."""
+def cluster_from_files(nodes: str | None, twins: str | None, hardware: str | None = None) -> Cluster:
+    """``--nodes NODES.yaml --twins TWINS.yaml [--hardware FILE]``."""
     if nodes is None:
         raise InputError("--twins goes with --nodes NODES.yaml", field="--twins")
     if twins is None:
@@ -296,7 +296,7 @@ def cluster_from_files(nodes: str | None, twins: str | None) -> Cluster:
             f"--nodes {nodes} needs --twins TWINS.yaml (the NodeTwin objects, `kubectl get nodetwins -o yaml`)",
             field="--twins",
         )
-    return Cluster(load_nodes(nodes), load_twins(twins), {})
+    return Cluster(load_nodes(nodes), load_twins(twins), load_hardware(hardware) if hardware else {})
 
 
 def cluster_from_spec(
