@@ -141,7 +141,7 @@ def nvidia_node(root: Path, tables: list[dict[int, list[int]]], *, product: str 
     trees.intel_2s_host(root, "gpu-node-01")
     trees.nvidia_pci(root, buses)
     gpus = [trees.smi_gpu_xml(b, i, schema="new", product=product, architecture=architecture, clocks=t)
-            for i, (b, t) in enumerate(zip(buses, tables))]
+            for i, (b, t) in enumerate(zip(buses, tables, strict=True))]
     fake_smi(root, tables, lmc_unsupported=lmc_unsupported, buses=buses)
     (root / "state" / "q.xml").write_text(trees.smi_document(gpus, schema="new"))
     return buses
