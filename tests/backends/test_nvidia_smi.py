@@ -1,0 +1,247 @@
+"""NVIDIA through nvidia-smi: ``-q -x`` in both schemas, tokens, MIG, tool failures, and ``-pl``
+with one call per distinct value plus one readback query. The tool is a small script in
+``<root>/bin`` that prints fixture output, as the real one would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from joulectl.backends import nvidia
+from joulectl.backends.base import BackendUnavailable
+from joulectl.host import Host
+from joulectl.models import Status
+from joulectl.ops.discover import inventory
+
+SMI_ENV = {"JOULECTL_NVIDIA_TRANSPORT": "smi", "PATH": "/usr/bin:/bin"}
+
+
+def smi_host(root: Path, timeout: float = 3.0) -> Host:
+    return Host(str(root), tool_timeout=timeout, env=SMI_ENV)
+
+
+@pytest.mark.parametrize("schema", ["legacy", "new"])
+def test_h100_x8_both_schemas(root: Path, trees: ModuleType, schema: str) -> None:
+    trees.nvidia_h100_x8_smi(root, schema=schema)
+    host = smi_host(root)
+    inv = inventory(host)
+    assert host.tool_calls == [("nvidia-smi", "-q", "-x")]  # one call for the whole inventory
+    assert [g.bus_id for g in inv.gpus] == trees.H100_BUSES
+    assert [g.index for g in inv.gpus] == list(range(8))
+    g = inv.gpus[0]
+    assert (g.vendor, g.driver, g.raw_model, g.model, g.catalog_key) == (
+        "nvidia", "nvidia", "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "NVIDIA_H100_SXM")
+    assert (g.cap_range.min_w, g.cap_range.max_w, g.cap_range.default_w) == (200, 700, 700)
+    assert (g.current_cap_w, g.power_w) == (700, 71.52)
+    assert g.uuid == "GPU-00000000-1c1c-4f4f-8a8a-abcdef000000"
+    assert (g.mig, g.persistence_mode, g.architecture) == ("disabled", "Enabled", "hopper")
+    assert g.supported_clocks == {2619: trees.H100_GRAPHICS, 1593: [1410, 1200, 990, 345]}
+    assert g.clocks == {"graphics_mhz": 1755, "memory_mhz": 2619}
+    assert g.control.available
+    assert g.governor_presets == ("auto", "efficient", "low", "peak")
+    assert (inv.gpu_count, inv.power_domains, inv.gpu_errors) == (8, 8, {})
+
+
+def test_limits_printed_as_tokens_are_unknown(root: Path, trees: ModuleType) -> None:
+    trees.intel_2s_host(root)
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    gpus = [
+        trees.smi_gpu_xml(trees.H100_BUSES[0], 0, schema="new"),
+        trees.smi_gpu_xml(trees.H100_BUSES[1], 1, schema="new", product="NVIDIA L40S", architecture="Ada Lovelace",
+                          limit="N/A", default="[Not Supported]", min_limit="[N/A]", max_limit="[N/A]", draw="[N/A]"),
+    ]
+    trees.smi_printing(root, trees.smi_document(gpus, schema="new"))
+    ok, na = inventory(smi_host(root)).gpus
+    assert ok.control.available
+    assert (na.current_cap_w, na.power_w, na.cap_range.min_w, na.cap_range.max_w, na.cap_range.default_w) == (
+        None, None, None, None, None)
+    assert na.control.available is False
+    assert na.control.reason == (
+        "the power limit range is unknown (the driver reports N/A): no settable power limit")
+    assert na.architecture == "ada_lovelace"
+
+
+def test_mig_enabled_counts_physical_gpus(root: Path, trees: ModuleType) -> None:
+    trees.intel_2s_host(root)
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    gpus = [trees.smi_gpu_xml(b, i, schema="new", mig="Enabled", mig_devices=7)
+            for i, b in enumerate(trees.H100_BUSES[:2])]
+    trees.smi_printing(root, trees.smi_document(gpus, schema="new"))
+    inv = inventory(smi_host(root))
+    assert inv.gpu_count == 2 and [g.mig for g in inv.gpus] == ["enabled", "enabled"]
+
+
+def test_parse_value_is_liberal() -> None:
+    assert nvidia.parse_value("700.00 W") == 700.0
+    assert nvidia.parse_value(" 1980 MHz ") == 1980.0
+    assert nvidia.parse_value("350") == 350.0
+    for token in ("N/A", "[N/A]", "[Not Supported]", "Unknown Error", "", None):
+        assert nvidia.parse_value(token) is None
+
+
+def test_missing_tool_is_reported_per_vendor(root: Path, trees: ModuleType) -> None:
+    trees.intel_2s_host(root)
+    trees.nvidia_pci(root, trees.H100_BUSES)
+    host = smi_host(root)
+    assert nvidia.is_available(host)  # the PCI functions and /dev/nvidiactl say NVIDIA is there
+    inv = inventory(host)
+    assert inv.gpus == []
+    assert inv.gpu_errors == {"nvidia": f"nvidia-smi not found in {root}/bin"}
+    assert inv.cpu.sockets == 2  # everything else is still reported
+
+
+def test_failing_tool(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    trees.smi_script(root, 'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\n'
+                           "exit 9\n")
+    with pytest.raises(BackendUnavailable) as e:
+        nvidia.discover(smi_host(root))
+    assert str(e.value) == ("nvidia-smi -q -x failed (exit 9): NVIDIA-SMI has failed because it couldn't "
+                            "communicate with the NVIDIA driver.")
+
+
+def test_garbage_output(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    trees.smi_script(root, 'echo "Segmentation fault"\n')
+    with pytest.raises(BackendUnavailable) as e:
+        nvidia.discover(smi_host(root))
+    assert str(e.value).startswith("nvidia-smi -q -x printed output that is not XML (")
+
+
+def test_wrong_document(root: Path, trees: ModuleType) -> None:
+    with pytest.raises(BackendUnavailable, match=r"printed <html>, not <nvidia_smi_log>"):
+        nvidia.parse_smi_xml("<html/>")
+
+
+def test_timeout(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    trees.smi_script(root, "exec sleep 5\n")
+    with pytest.raises(BackendUnavailable) as e:
+        nvidia.discover(smi_host(root, timeout=0.3))
+    assert str(e.value) == "nvidia-smi timed out after 0.3 s"
+
+
+# -- set_caps ---------------------------------------------------------------------------------------
+
+
+def stateful_smi(root: Path, trees: ModuleType, buses: list[str], *, pl_body: str | None = None,
+                 query_body: str | None = None) -> Path:
+    """A fake nvidia-smi that keeps each GPU's power.limit in ``<root>/state/<bus>``, answers ``-pl``
+    as the real tool does ("Power limit for GPU ... was set to ...", "All done."), logs every call
+    and answers the ``--query-gpu=pci.bus_id,power.limit`` readback from the state."""
+    state = root / "state"
+    state.mkdir(exist_ok=True)
+    for b in buses:
+        (state / trees.smi_id(b)).write_text("700.00\n")
+    doc = trees.write(root, "/fixtures/q.xml", trees.smi_document(
+        [trees.smi_gpu_xml(b, i, schema="new") for i, b in enumerate(buses)], schema="new"))
+    default_pl = (
+        '    old=$(cat "$S/$id"); echo "$w" > "$S/$id"\n'
+        '    printf "Power limit for GPU %s was set to %s W from %s W.\\n" "$id" "$w" "$old"\n'
+    )
+    default_query = 'for f in "$S"/0*; do printf "%s, %s\\n" "$(basename "$f")" "$(cat "$f")"; done\n'
+    body = (
+        f'S="{state}"\necho "$*" >> "$S/calls"\n'
+        'case "$1" in\n'
+        f'  -q) cat "{doc}" ;;\n'
+        '  -i)\n    w="$4"; IFS=,\n    for id in $2; do\n'
+        f"{pl_body if pl_body is not None else default_pl}"
+        '    done\n    echo "All done."\n    ;;\n'
+        f'  --query-gpu=*)\n    {query_body if query_body is not None else default_query}    ;;\n'
+        "esac\n"
+    )
+    trees.smi_script(root, body)
+    return state
+
+
+def test_set_caps_one_call_per_distinct_value_then_one_readback(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:4])
+    state = stateful_smi(root, trees, trees.H100_BUSES[:4])
+    host = smi_host(root)
+    gpus = nvidia.discover(host)
+    host.tool_calls.clear()
+    out = nvidia.set_caps(host, [(gpus[0], 420.0), (gpus[1], 420.0), (gpus[2], 500.0), (gpus[3], 420.0)])
+    assert [(o.device, o.status, o.after_w) for o in out] == [
+        (trees.H100_BUSES[0], Status.APPLIED, 420), (trees.H100_BUSES[1], Status.APPLIED, 420),
+        (trees.H100_BUSES[2], Status.APPLIED, 500), (trees.H100_BUSES[3], Status.APPLIED, 420),
+    ]
+    assert host.tool_calls == [
+        ("nvidia-smi", "-i", "00000000:18:00.0,00000000:2A:00.0,00000000:5D:00.0", "-pl", "420"),
+        ("nvidia-smi", "-i", "00000000:3A:00.0", "-pl", "500"),
+        ("nvidia-smi", "--query-gpu=pci.bus_id,power.limit", "--format=csv,noheader,nounits"),
+    ]
+    assert (state / "00000000:3A:00.0").read_text() == "500\n"
+
+
+def test_set_caps_not_supported_warning_exit_0(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    stateful_smi(root, trees, trees.H100_BUSES[:1], pl_body=(
+        '    echo "Changing power management limit is not supported for GPU: $id."\n'
+        '    echo "Treating as warning and moving on."\n'))
+    host = smi_host(root)
+    out = nvidia.set_caps(host, [(nvidia.discover(host)[0], 420.0)])
+    assert out[0].status is Status.UNSUPPORTED
+    assert out[0].message == ("nvidia-smi: Changing power management limit is not supported for GPU: "
+                              "00000000:18:00.0.")
+    assert not any("--query-gpu" in c[1] for c in host.tool_calls)  # nothing applied, nothing to read back
+
+
+def test_set_caps_insufficient_permissions(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    state = stateful_smi(root, trees, trees.H100_BUSES[:2])
+    host = smi_host(root)
+    gpus = nvidia.discover(host)
+    trees.smi_script(root, 'echo "Insufficient Permissions" >&2\nexit 4\n')
+    out = nvidia.set_caps(host, [(gpus[0], 420.0), (gpus[1], 420.0)])
+    assert [o.status for o in out] == [Status.REFUSED, Status.REFUSED]
+    assert out[0].message == "nvidia-smi: Insufficient Permissions (run as root (sudo joulectl ...))"
+    assert (state / "00000000:18:00.0").read_text() == "700.00\n"
+
+
+def test_set_caps_invalid_value_is_blocked_with_range(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    stateful_smi(root, trees, trees.H100_BUSES[:1], pl_body=(
+        '    echo "Provided power limit $w.00 W is not a valid power limit which should be between 200.00 W and'
+        ' 700.00 W for GPU $id"\n'
+        '    echo "Terminating early due to previous errors."; exit 2\n'))
+    host = smi_host(root)
+    out = nvidia.set_caps(host, [(nvidia.discover(host)[0], 800.0)])
+    assert (out[0].status, out[0].message) == (
+        Status.BLOCKED, "nvidia-smi: 800 W is not a valid power limit (range 200.00-700.00 W)")
+
+
+def test_set_caps_garbage_and_unexpected_exit_are_errors(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    stateful_smi(root, trees, trees.H100_BUSES[:1], pl_body='    echo "%%garbage%%"\n')
+    host = smi_host(root)
+    gpu = nvidia.discover(host)[0]
+    out = nvidia.set_caps(host, [(gpu, 420.0)])
+    assert (out[0].status, out[0].message) == (
+        Status.ERROR, "nvidia-smi -pl printed no result for 0000:18:00.0: %%garbage%%")
+    trees.smi_script(root, 'echo "Unknown Error" >&2\nexit 15\n')
+    out = nvidia.set_caps(host, [(gpu, 420.0)])
+    assert (out[0].status, out[0].message) == (Status.ERROR, "nvidia-smi -pl exited 15: Unknown Error")
+
+
+def test_set_caps_timeout_is_an_error(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    stateful_smi(root, trees, trees.H100_BUSES[:1])
+    gpu = nvidia.discover(smi_host(root))[0]
+    trees.smi_script(root, "exec sleep 5\n")
+    out = nvidia.set_caps(smi_host(root, timeout=0.3), [(gpu, 420.0)])
+    assert (out[0].status, out[0].message) == (Status.ERROR, "nvidia-smi -pl: nvidia-smi timed out after 0.3 s")
+
+
+def test_set_caps_readback_differs_or_unknown(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    stateful_smi(root, trees, trees.H100_BUSES[:2], query_body=(
+        'printf "00000000:18:00.0, 400.00\\n00000000:2A:00.0, [N/A]\\n"\n'))
+    host = smi_host(root)
+    gpus = nvidia.discover(host)
+    out = nvidia.set_caps(host, [(gpus[0], 420.0), (gpus[1], 420.0)])
+    assert (out[0].status, out[0].after_w, out[0].message) == (
+        Status.ERROR, 400, "0000:18:00.0: read back 400 W after writing 420 W")
+    assert (out[1].status, out[1].message) == (
+        Status.APPLIED_UNVERIFIED, "written, readback: power.limit of 0000:2a:00.0 is unknown")

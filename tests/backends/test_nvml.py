@@ -1,0 +1,202 @@
+"""NVIDIA through NVML: pynvml is the one thing mocked, always with ``autospec=True``.
+
+The transport is forced with ``JOULECTL_NVIDIA_TRANSPORT=nvml`` because the root is a tmp tree
+(NVML is otherwise used only when the root is ``/``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pynvml
+import pytest
+from pytest_mock import MockerFixture
+
+from joulectl.backends import nvidia
+from joulectl.backends.base import BackendUnavailable
+from joulectl.host import Host
+from joulectl.models import Status
+from joulectl.ops.discover import inventory
+
+NVML_ENV = {"JOULECTL_NVIDIA_TRANSPORT": "nvml"}
+
+
+@dataclass
+class Board:
+    """One GPU as NVML reports it (mW, MHz)."""
+
+    bus: str
+    name: str = "NVIDIA H100 80GB HBM3"
+    limit_mw: int = 700_000
+    min_mw: int = 200_000
+    max_mw: int = 700_000
+    default_mw: int = 700_000
+    power_mw: int = 71_520
+    mig: int = 0
+    arch: int = pynvml.NVML_DEVICE_ARCH_HOPPER
+    clocks: dict[int, list[int]] = field(default_factory=lambda: {1593: [1410, 345], 2619: [345, 1980, 1965]})
+    set_error: int | None = None
+    readback_mw: int | None = None  # what the limit reads back as after a set (None: what was set)
+    constraints_error: int | None = None
+
+
+def install(mocker: MockerFixture, boards: list[Board]) -> dict[str, Any]:
+    """Patch every pynvml function joulectl calls (autospec), answering from ``boards``."""
+    by_handle = {f"h{i}": b for i, b in enumerate(boards)}
+    by_bus = {b.bus: f"h{i}" for i, b in enumerate(boards)}
+
+    def p(name: str, **kw: Any) -> Any:
+        return mocker.patch(f"pynvml.{name}", autospec=True, **kw)
+
+    def constraints(h: str) -> list[int]:
+        b = by_handle[h]
+        if b.constraints_error is not None:
+            raise pynvml.NVMLError(b.constraints_error)
+        return [b.min_mw, b.max_mw]
+
+    def set_limit(h: str, mw: int) -> None:
+        b = by_handle[h]
+        if b.set_error is not None:
+            raise pynvml.NVMLError(b.set_error)
+        b.limit_mw = mw if b.readback_mw is None else b.readback_mw
+
+    def handle_by_bus(bus: bytes | str) -> str:
+        key = bus.decode() if isinstance(bus, bytes) else bus
+        if key not in by_bus:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return by_bus[key]
+
+    def clock(h: str, kind: int) -> int:
+        return 1755 if kind == pynvml.NVML_CLOCK_GRAPHICS else 2619
+
+    return {
+        "init": p("nvmlInit"),
+        "shutdown": p("nvmlShutdown"),
+        "count": p("nvmlDeviceGetCount", return_value=len(boards)),
+        "by_index": p("nvmlDeviceGetHandleByIndex", side_effect=lambda i: f"h{i}"),
+        "by_bus": p("nvmlDeviceGetHandleByPciBusId", side_effect=handle_by_bus),
+        "name": p("nvmlDeviceGetName", side_effect=lambda h: by_handle[h].name),
+        "uuid": p("nvmlDeviceGetUUID", side_effect=lambda h: f"GPU-{h}-uuid"),
+        "pci": p("nvmlDeviceGetPciInfo", side_effect=lambda h: SimpleNamespace(busId=by_handle[h].bus.encode())),
+        "constraints": p("nvmlDeviceGetPowerManagementLimitConstraints", side_effect=constraints),
+        "default": p("nvmlDeviceGetPowerManagementDefaultLimit", side_effect=lambda h: by_handle[h].default_mw),
+        "limit": p("nvmlDeviceGetPowerManagementLimit", side_effect=lambda h: by_handle[h].limit_mw),
+        "usage": p("nvmlDeviceGetPowerUsage", side_effect=lambda h: by_handle[h].power_mw),
+        "mig": p("nvmlDeviceGetMigMode", side_effect=lambda h: [by_handle[h].mig, by_handle[h].mig]),
+        "arch": p("nvmlDeviceGetArchitecture", side_effect=lambda h: by_handle[h].arch),
+        "persistence": p("nvmlDeviceGetPersistenceMode", side_effect=lambda h: 1),
+        "mem_clocks": p("nvmlDeviceGetSupportedMemoryClocks", side_effect=lambda h: list(by_handle[h].clocks)),
+        "gfx_clocks": p("nvmlDeviceGetSupportedGraphicsClocks", side_effect=lambda h, m: by_handle[h].clocks[m]),
+        "clock": p("nvmlDeviceGetClockInfo", side_effect=clock),
+        "set": p("nvmlDeviceSetPowerManagementLimit", side_effect=set_limit),
+        "set_v2": p("nvmlDeviceSetPowerManagementLimit_v2"),
+    }
+
+
+def h100_boards(trees: ModuleType) -> list[Board]:
+    return [Board(trees.smi_id(b)) for b in trees.H100_BUSES]
+
+
+def test_h100_x8_through_nvml(root: Path, trees: ModuleType, mocker: MockerFixture) -> None:
+    trees.intel_2s_host(root)
+    trees.nvidia_pci(root, trees.H100_BUSES)
+    mocks = install(mocker, h100_boards(trees))
+    host = Host(str(root), env=NVML_ENV)
+    inv = inventory(host)
+    assert host.tool_calls == []  # no nvidia-smi
+    assert [g.bus_id for g in inv.gpus] == trees.H100_BUSES
+    g = inv.gpus[0]
+    assert (g.raw_model, g.catalog_key, g.uuid) == ("NVIDIA H100 80GB HBM3", "NVIDIA_H100_SXM", "GPU-h0-uuid")
+    assert (g.cap_range.min_w, g.cap_range.max_w, g.cap_range.default_w) == (200, 700, 700)
+    assert (g.current_cap_w, g.power_w) == (700, 71.52)
+    assert (g.architecture, g.mig, g.persistence_mode) == ("hopper", "disabled", "Enabled")
+    assert g.supported_clocks == {2619: [1980, 1965, 345], 1593: [1410, 345]}
+    assert list(g.supported_clocks) == [2619, 1593]
+    assert g.clocks == {"graphics_mhz": 1755, "memory_mhz": 2619}
+    assert g.control.available and g.governor_presets == ("auto", "efficient", "low", "peak")
+    assert (inv.gpu_count, inv.power_domains) == (8, 8)
+    mocks["init"].assert_called_once_with()
+    mocks["shutdown"].assert_called_once_with()
+
+
+def test_mig_enabled(root: Path, trees: ModuleType, mocker: MockerFixture) -> None:
+    install(mocker, [Board("00000000:18:00.0", mig=pynvml.NVML_DEVICE_MIG_ENABLE)])
+    (g,) = nvidia.discover(Host(str(root), env=NVML_ENV))
+    assert g.mig == "enabled"
+
+
+def test_unsupported_read_is_unknown_with_reason(root: Path, trees: ModuleType, mocker: MockerFixture) -> None:
+    install(mocker, [Board("00000000:18:00.0", constraints_error=pynvml.NVML_ERROR_NOT_SUPPORTED)])
+    (g,) = nvidia.discover(Host(str(root), env=NVML_ENV))
+    assert g.cap_range.min_w is None and g.cap_range.max_w is None
+    assert g.control.available is False
+    assert g.warnings == ["power limit range unknown (nvmlDeviceGetPowerManagementLimitConstraints: Not Supported)"]
+
+
+def test_nvml_init_failure_when_forced(root: Path, mocker: MockerFixture) -> None:
+    mocker.patch("pynvml.nvmlInit", autospec=True,
+                 side_effect=pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
+    with pytest.raises(BackendUnavailable) as e:
+        nvidia.discover(Host(str(root), env=NVML_ENV))
+    assert str(e.value) == "NVML: nvmlInit failed: NVML Shared Library Not Found"
+    inv = inventory(Host(str(root), env=NVML_ENV))
+    assert inv.gpu_errors == {"nvidia": "NVML: nvmlInit failed: NVML Shared Library Not Found"}
+
+
+def test_set_caps_v1_in_milliwatts_with_readback(root: Path, trees: ModuleType, mocker: MockerFixture) -> None:
+    boards = h100_boards(trees)[:2]
+    mocks = install(mocker, boards)
+    host = Host(str(root), env=NVML_ENV)
+    gpus = nvidia.discover(host)
+    out = nvidia.set_caps(host, [(gpus[0], 420.0), (gpus[1], 350.5)])
+    assert [(o.device, o.status, o.after_w) for o in out] == [
+        ("0000:18:00.0", Status.APPLIED, 420), ("0000:2a:00.0", Status.APPLIED, 350.5)]
+    mocks["set"].assert_any_call("h0", 420_000)
+    mocks["set"].assert_any_call("h1", 350_500)
+    mocks["by_bus"].assert_any_call("00000000:18:00.0")
+    mocks["set_v2"].assert_not_called()
+    assert boards[0].limit_mw == 420_000
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "message"),
+    [
+        (pynvml.NVML_ERROR_NO_PERMISSION, Status.REFUSED,
+         "NVML: nvmlDeviceSetPowerManagementLimit: Insufficient Permissions (run as root (sudo joulectl ...))"),
+        (pynvml.NVML_ERROR_INVALID_ARGUMENT, Status.BLOCKED,
+         "NVML: nvmlDeviceSetPowerManagementLimit: Invalid Argument: 800 W is outside the range 200-700 W"),
+        (pynvml.NVML_ERROR_NOT_SUPPORTED, Status.UNSUPPORTED,
+         "NVML: nvmlDeviceSetPowerManagementLimit: Not Supported"),
+        (pynvml.NVML_ERROR_GPU_IS_LOST, Status.ERROR,
+         "NVML: nvmlDeviceSetPowerManagementLimit: GPU is lost"),
+    ],
+)
+def test_set_caps_nvml_errors(
+    root: Path, mocker: MockerFixture, code: int, status: Status, message: str
+) -> None:
+    install(mocker, [Board("00000000:18:00.0", set_error=code), Board("00000000:2A:00.0")])
+    host = Host(str(root), env=NVML_ENV)
+    gpus = nvidia.discover(host)
+    out = nvidia.set_caps(host, [(gpus[0], 800.0), (gpus[1], 420.0)])
+    assert (out[0].status, out[0].message) == (status, message)
+    assert out[1].status is Status.APPLIED  # one device's failure never stops the others
+
+
+def test_set_caps_readback_that_differs(root: Path, mocker: MockerFixture) -> None:
+    install(mocker, [Board("00000000:18:00.0", readback_mw=700_000)])
+    host = Host(str(root), env=NVML_ENV)
+    out = nvidia.set_caps(host, [(nvidia.discover(host)[0], 420.0)])
+    assert (out[0].status, out[0].after_w, out[0].message) == (
+        Status.ERROR, 700, "0000:18:00.0: read back 700 W after writing 420 W")
+
+
+def test_set_caps_nvml_unavailable_when_forced(root: Path, trees: ModuleType, mocker: MockerFixture) -> None:
+    mocks = install(mocker, [Board("00000000:18:00.0")])
+    host = Host(str(root), env=NVML_ENV)
+    gpu = nvidia.discover(host)[0]
+    mocks["init"].side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    out = nvidia.set_caps(host, [(gpu, 420.0)])
+    assert (out[0].status, out[0].message) == (Status.ERROR, "NVML: nvmlInit failed: Driver Not Loaded")
