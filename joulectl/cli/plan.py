@@ -1,9 +1,246 @@
-"""`joulectl plan` (placeholder until the command lands)."""
+"""`joulectl plan`: per-node NodeTwin results for a whole cluster, from a cluster spec or a NodeList.
+
+The plan flags are defined once here as ``Annotated`` types and turned into
+:class:`~joulectl.planning.PlanOptions` by :func:`options_from_flags`, so ``schedule-check --spec``
+stacks the same flags.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+from joulectl.cli.common import Output, check_format
+
+if TYPE_CHECKING:
+    from joulectl.planning import PlanOptions, PlanResult
+
+Policy = Annotated[
+    str, typer.Option("--policy", help="static (a fixed share at performance) or queue-aware (sized by demand).")
+]
+PerformanceFraction = Annotated[
+    float, typer.Option("--performance-fraction", metavar="F", help="static: share of eligible nodes at performance.")
+]
+QueueBaseFraction = Annotated[
+    float, typer.Option("--queue-base-fraction", metavar="F", help="queue-aware: base share at performance.")
+]
+QueueMin = Annotated[int, typer.Option("--queue-min", metavar="N", help="queue-aware: fewest performance nodes.")]
+QueueMax = Annotated[
+    int, typer.Option("--queue-max", metavar="N", help="queue-aware: most performance nodes (0 = every node).")
+]
+PodsPerPerformanceNode = Annotated[
+    int,
+    typer.Option(
+        "--pods-per-performance-node", metavar="N", help="queue-aware: performance pods one performance node takes."
+    ),
+]
+Pods = Annotated[
+    str | None,
+    typer.Option("--pods", metavar="PODS.yaml", help="Pods (kubectl get pods -A -o yaml): demand and draining guard."),
+]
+GpuEcoPct = Annotated[float, typer.Option("--gpu-eco-pct", metavar="P", help="GPU cap of eco nodes, % of max.")]
+GpuPerformancePct = Annotated[
+    float, typer.Option("--gpu-performance-pct", metavar="P", help="GPU cap of performance nodes, % of max.")
+]
+CpuEcoPct = Annotated[float, typer.Option("--cpu-eco-pct", metavar="P", help="CPU cap of eco CPU-only nodes, %.")]
+CpuPerformancePct = Annotated[
+    float, typer.Option("--cpu-performance-pct", metavar="P", help="CPU cap of performance CPU-only nodes, %.")
+]
+AbsoluteCaps = Annotated[
+    bool, typer.Option("--absolute-caps", help="Also write watts (capWattsPerGpu, packagePowerCapWatts).")
+]
+ModelCaps = Annotated[
+    str | None,
+    typer.Option("--model-caps", metavar="FILE", help="GPU_MODEL_CAPS_JSON: {product: {minCapWatts, maxCapWatts}}."),
+]
+GpuGovernor = Annotated[
+    list[str] | None,
+    typer.Option("--gpu-governor", metavar="PROFILE=PRESET", help="GPU governor of a profile (eco=efficient)."),
+]
+GovernorModelPresets = Annotated[
+    str | None,
+    typer.Option(
+        "--governor-model-presets", metavar="FILE", help="JSON map of GPU models opted in to the sustained preset."
+    ),
+]
+CpuEcoCapOnUncappable = Annotated[
+    bool,
+    typer.Option(
+        "--cpu-eco-cap-on-uncappable-gpu-nodes", help="Give GPU nodes whose GPUs cannot be capped the CPU cap."
+    ),
+]
+Telemetry = Annotated[
+    str | None,
+    typer.Option("--telemetry", metavar="FILE", help="Measured power: Prometheus text or OTLP JSON lines."),
+]
+Selector = Annotated[
+    list[str] | None,
+    typer.Option("--selector", metavar="KEY=VALUE", help="Plan only nodes with this label (KEY alone: present)."),
+]
+Hardware = Annotated[
+    list[str] | None,
+    typer.Option("--hardware", metavar="FILE", help="NodeHardware objects (discover -o yaml); repeatable."),
+]
+ProfilesDir = Annotated[
+    str | None,
+    typer.Option("--profiles-dir", envvar="SIM_PROFILES_DIR", metavar="DIR", help="Local simulator profiles."),
+]
+
+
+def options_from_flags(
+    *,
+    policy: str = "static",
+    performance_fraction: float = 0.5,
+    queue_base_fraction: float = 0.6,
+    queue_min: int = 1,
+    queue_max: int = 1_000_000,
+    pods_per_performance_node: int = 10,
+    gpu_eco_pct: float = 60.0,
+    gpu_performance_pct: float = 100.0,
+    cpu_eco_pct: float = 60.0,
+    cpu_performance_pct: float = 100.0,
+    absolute_caps: bool = False,
+    model_caps: str | None = None,
+    gpu_governor: list[str] | None = None,
+    governor_model_presets: str | None = None,
+    cpu_eco_cap_on_uncappable_gpu_nodes: bool = False,
+    selector: list[str] | None = None,
+) -> PlanOptions:
+    """The :class:`PlanOptions` of the plan flags (files read, everything validated: exit 2 on error)."""
+    from joulectl.planning.options import PlanOptions, parse_governor_pairs, parse_model_caps, parse_selector
+    from joulectl.yamlio import load_json_map
+
+    caps: dict[str, Any] = {}
+    if model_caps is not None:
+        caps = load_json_map(model_caps, what="model caps file")
+        parse_model_caps(caps, model_caps)
+    presets: dict[str, Any] = {}
+    if governor_model_presets is not None:
+        presets = load_json_map(governor_model_presets, what="governor model presets file")
+    options = PlanOptions(
+        policy=policy.strip().lower(),
+        performance_fraction=performance_fraction,
+        queue_base_fraction=queue_base_fraction,
+        queue_min=queue_min,
+        queue_max=queue_max,
+        pods_per_performance_node=pods_per_performance_node,
+        gpu_eco_pct=gpu_eco_pct,
+        gpu_performance_pct=gpu_performance_pct,
+        cpu_eco_pct=cpu_eco_pct,
+        cpu_performance_pct=cpu_performance_pct,
+        absolute_caps=absolute_caps,
+        model_caps=caps,
+        gpu_governor=parse_governor_pairs(gpu_governor),
+        governor_model_presets=presets,
+        cpu_eco_cap_on_uncappable_gpu_nodes=cpu_eco_cap_on_uncappable_gpu_nodes,
+        selector=parse_selector(selector),
+    )
+    options.validate()
+    return options
 
 
 def register(app: typer.Typer) -> None:
     """Add the command to the app."""
+
+    @app.command("plan")
+    def plan(
+        spec: Annotated[str | None, typer.Argument(metavar="[SPEC]", help="ClusterSpec file (- = stdin).")] = None,
+        nodes: Annotated[
+            str | None, typer.Option("--nodes", metavar="NODES.yaml", help="NodeList (kubectl get nodes -o yaml).")
+        ] = None,
+        hardware: Hardware = None,
+        policy: Policy = "static",
+        performance_fraction: PerformanceFraction = 0.5,
+        queue_base_fraction: QueueBaseFraction = 0.6,
+        queue_min: QueueMin = 1,
+        queue_max: QueueMax = 1_000_000,
+        pods_per_performance_node: PodsPerPerformanceNode = 10,
+        pods: Pods = None,
+        gpu_eco_pct: GpuEcoPct = 60.0,
+        gpu_performance_pct: GpuPerformancePct = 100.0,
+        cpu_eco_pct: CpuEcoPct = 60.0,
+        cpu_performance_pct: CpuPerformancePct = 100.0,
+        absolute_caps: AbsoluteCaps = False,
+        model_caps: ModelCaps = None,
+        gpu_governor: GpuGovernor = None,
+        governor_model_presets: GovernorModelPresets = None,
+        cpu_eco_cap_on_uncappable_gpu_nodes: CpuEcoCapOnUncappable = False,
+        telemetry: Telemetry = None,
+        selector: Selector = None,
+        profiles_dir: ProfilesDir = None,
+        output: Output = "table",
+    ) -> None:
+        """Plan a cluster: which nodes stay at performance, their caps, and their NodeTwin objects."""
+        from joulectl.planning import load_cluster
+        from joulectl.planning import plan as run_plan
+        from joulectl.render import emit
+
+        fmt = check_format(output, ("table", "json", "yaml"))
+        options = options_from_flags(
+            policy=policy, performance_fraction=performance_fraction, queue_base_fraction=queue_base_fraction,
+            queue_min=queue_min, queue_max=queue_max, pods_per_performance_node=pods_per_performance_node,
+            gpu_eco_pct=gpu_eco_pct, gpu_performance_pct=gpu_performance_pct, cpu_eco_pct=cpu_eco_pct,
+            cpu_performance_pct=cpu_performance_pct, absolute_caps=absolute_caps, model_caps=model_caps,
+            gpu_governor=gpu_governor, governor_model_presets=governor_model_presets,
+            cpu_eco_cap_on_uncappable_gpu_nodes=cpu_eco_cap_on_uncappable_gpu_nodes, selector=selector,
+        )
+        cluster = load_cluster(spec=spec, nodes=nodes, hardware=hardware or (), pods=pods, telemetry=telemetry,
+                               profiles_dir=profiles_dir)
+        result = run_plan(cluster, options)
+        data: Any = result.twins
+        if fmt == "json":
+            data = {"apiVersion": "v1", "kind": "List", "items": result.twins}
+        emit(data, fmt, lambda: plan_table(result))
+
+
+def plan_table(result: PlanResult) -> str:
+    """The plan as tables: one row per node, the nodes left out, and the fleet summary."""
+    from joulectl.render import fmt_num, table
+
+    def cap(pct: Any, w: Any, unit: str) -> str:
+        if w is not None:
+            return f"{fmt_num(w, ' W')}{unit}"
+        return f"{fmt_num(pct, '%')}" if pct is not None else "-"
+
+    rows = [
+        (
+            r["node"],
+            r["profile"],
+            r["class"],
+            f"{r['gpuCount']}" + (f"/{r['powerDomains']}" if r["powerDomains"] != r["gpuCount"] else "")
+            if r["gpuCount"]
+            else "-",
+            cap(r["gpuCapPct"], r["gpuCapWattsPerGpu"], "/GPU"),
+            r["gpuGovernor"] or "-",
+            cap(r["cpuCapPct"], r["cpuCapWatts"], ""),
+            fmt_num(r["nodeTdpW"], " W"),
+            fmt_num(r["plannedW"], " W"),
+            fmt_num(r["headroom"]),
+            fmt_num(r["cooling"]),
+            "; ".join(r["notes"]) or "",
+        )
+        for r in result.nodes
+    ]
+    text = table(
+        ("NODE", "PROFILE", "CLASS", "GPUS", "GPU CAP", "GOVERNOR", "CPU CAP", "TDP", "BUDGET", "HEADROOM",
+         "COOLING", "NOTES"),
+        rows,
+    )
+    if result.ineligible:
+        text += "\n" + table(("NODE", "NOT PLANNED BECAUSE"), result.ineligible, title="not planned")
+    s = result.summary
+    prof = s["profiles"]
+    summary_rows = [
+        (name, prof[name]["nodes"], fmt_num(prof[name]["tdpW"], " W"), fmt_num(prof[name]["plannedW"], " W"))
+        for name in ("performance", "eco")
+    ]
+    summary_rows.append(("total", s["planned"], fmt_num(s["tdpW"], " W"), fmt_num(s["plannedW"], " W")))
+    text += "\n" + table(("PROFILE", "NODES", "TDP", "BUDGET"), summary_rows, title="fleet")
+    text += (
+        f"policy {s['policy']}: {s['performance']} of {s['planned']} planned nodes at performance"
+        f" (sized {s['performanceTarget']}, {s['families']} hardware families), {s['draining']} draining;"
+        f" saving {fmt_num(s['savingW'], ' W')} ({fmt_num(s['savingPct'], '%', 1)}) against all-performance"
+        f" {fmt_num(s['allPerformanceW'], ' W')}\n"
+    )
+    return text

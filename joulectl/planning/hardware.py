@@ -1,0 +1,304 @@
+"""What the planner knows about one node's hardware: from its NodeHardware when there is one, else
+from its labels and resources, enriched from the catalog (joulie-reference §2.2, §2.6; SPEC §7).
+
+Every fact carries where it came from, so a plan can say why a node got the numbers it got.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from joulectl import catalog
+from joulectl.backends.base import NVIDIA_GOVERNOR_ARCHS
+from joulectl.catalog import CpuEntry, GpuEntry, normalize, strip_gfd_suffix
+from joulectl.k8s import GPU_PRODUCT_LABEL_KEYS, node_gpu_count, parse_quantity
+from joulectl.models import GPU_PRESETS
+from joulectl.planning.options import ModelCap
+
+RESERVED_LABEL = "joulie.io/reserved"
+RACK_LABEL = "joulie.io/rack"
+COOLING_ZONE_LABEL = "joulie.io/cooling-zone"
+CPU_MODEL_LABELS = ("joulie.io/hw.cpu-model", "feature.node.kubernetes.io/cpu-model.name")
+CPU_SOCKET_LABELS = ("joulie.io/hw.cpu-sockets", "feature.node.kubernetes.io/cpu-sockets")
+#: Joulie's CPU TDP fallback when neither the hardware nor the catalog knows it: W per core.
+WATTS_PER_CORE_FALLBACK = 5.0
+
+
+@dataclass
+class NodeFacts:
+    """The hardware facts of one node that planning and the twin need."""
+
+    name: str
+    labels: dict[str, str]
+    unschedulable: bool
+    has_hardware: bool
+    # CPU
+    cpu_model: str | None
+    cpu_key: str | None
+    sockets: int
+    total_cores: int
+    cpu_max_w_per_socket: float
+    cpu_min_w_per_socket: float
+    cpu_range_source: str  # nodehardware | catalog | cores | none
+    cpu_density: float
+    # GPU
+    gpu_count: int
+    gpu_count_source: str
+    power_domains: int
+    gpu_model: str | None
+    gpu_key: str | None
+    gpu_vendor: str | None
+    gpu_max_w: float
+    gpu_min_w: float
+    gpu_range_source: str  # nodehardware | catalog | model-caps | none
+    gpu_cappable: bool
+    gpu_cap_note: str | None
+    governor_presets: tuple[str, ...]
+    governor_source: str  # nodehardware | catalog | none
+    gpu_density: float
+    model_cap: ModelCap | None
+    model_cap_key: str | None
+
+    @property
+    def is_gpu_node(self) -> bool:
+        return self.gpu_count > 0
+
+    @property
+    def density(self) -> float:
+        return self.cpu_density + self.gpu_density
+
+    @property
+    def family(self) -> str:
+        """Joulie's family key, with the catalog key when the model is catalogued."""
+        if self.is_gpu_node:
+            return f"gpu:{self.gpu_key or self.gpu_model or 'unknown-gpu'}"
+        return f"cpu:{self.cpu_key or self.cpu_model or 'unknown-cpu'}"
+
+    @property
+    def cpu_tdp_w(self) -> float:
+        return self.cpu_max_w_per_socket * self.sockets
+
+    @property
+    def gpu_tdp_w(self) -> float:
+        """Per-GPU maximum times the power domains (not the count: an MI250X package is two GPUs)."""
+        return self.gpu_max_w * self.power_domains if self.is_gpu_node else 0.0
+
+
+@lru_cache(maxsize=4096)
+def _gpu_entry(name: str) -> GpuEntry | None:
+    return catalog.load().gpu(name)
+
+
+@lru_cache(maxsize=4096)
+def _cpu_entry(name: str) -> CpuEntry | None:
+    return catalog.load().cpu(name)
+
+
+@lru_cache(maxsize=4096)
+def _norm_product(name: str) -> str:
+    return normalize(strip_gfd_suffix(name))
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _pos_number(value: Any) -> float:
+    if isinstance(value, bool):
+        return 0.0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) and number > 0 else 0.0
+
+
+def _pos_int(value: Any) -> int:
+    number = _pos_number(value)
+    return int(number) if number >= 1 else 0
+
+
+def _first_text(*values: Any) -> str | None:
+    for v in values:
+        if isinstance(v, str) and v.strip():
+            return v.strip()
+    return None
+
+
+def node_facts(
+    node: Mapping[str, Any],
+    hardware: Mapping[str, Any] | None,
+    model_caps: Mapping[str, ModelCap],
+    governor_model_presets: frozenset[str],
+) -> NodeFacts:
+    """The facts of ``node`` (a Kubernetes Node) with its NodeHardware (or None).
+
+    ``model_caps`` is keyed by normalised product; ``governor_model_presets`` holds normalised
+    products opted in to ``sustained``.
+    """
+    meta = _mapping(node.get("metadata"))
+    name = str(meta.get("name") or "")
+    raw_labels = _mapping(meta.get("labels"))
+    labels = {str(k): str(v) for k, v in raw_labels.items()}
+    spec = _mapping(node.get("spec"))
+    status = _mapping(node.get("status"))
+    hw_status = _mapping(_mapping(hardware).get("status")) if hardware else {}
+    hw_cpu = _mapping(hw_status.get("cpu"))
+    hw_gpu = _mapping(hw_status.get("gpu"))
+
+    # -- CPU ---------------------------------------------------------------------------------
+    cpu_names = [
+        n
+        for n in (
+            _first_text(hw_cpu.get("model")),
+            _first_text(hw_cpu.get("rawModel")),
+            *(_first_text(labels.get(k)) for k in CPU_MODEL_LABELS),
+        )
+        if n
+    ]
+    cpu_entry = next((e for e in map(_cpu_entry, cpu_names) if e), None)
+    sockets = _pos_int(hw_cpu.get("sockets")) or next(
+        (s for s in (_pos_int(labels.get(k)) for k in CPU_SOCKET_LABELS) if s), 0
+    )
+    sockets_known = sockets > 0
+    sockets = sockets or 1
+    cores = _pos_int(hw_cpu.get("totalCores"))
+    if not cores:
+        resources = _mapping(status.get("capacity")) or _mapping(status.get("allocatable"))
+        try:
+            cores = int(parse_quantity(resources.get("cpu", 0)))
+        except ValueError:
+            cores = 0
+    cap_range = _mapping(hw_cpu.get("capRange"))
+    cpu_max = _pos_number(cap_range.get("maxWattsPerSocket"))
+    cpu_min = _pos_number(cap_range.get("minWattsPerSocket"))
+    cpu_source = "nodehardware" if cpu_max else "none"
+    if not cpu_max and cpu_entry:
+        cpu_max = cpu_entry.tdp_w
+        cpu_min = cpu_entry.ctdp_range_w[0] if cpu_entry.ctdp_range_w else 0.0
+        cpu_source = "catalog"
+    if not cpu_max and cores:
+        cpu_max = (cores // sockets) * WATTS_PER_CORE_FALLBACK
+        cpu_min = 0.0
+        cpu_source = "cores" if cpu_max else "none"
+    cpu_density = 0.0
+    if cpu_entry:
+        multiplier = cores or (sockets if sockets_known else 1)
+        cpu_density = (cpu_entry.compute_density or cpu_entry.boost_ghz * cpu_entry.tdp_w) * multiplier
+
+    # -- GPU ---------------------------------------------------------------------------------
+    count, count_source = node_gpu_count(node, hardware)
+    devices = [d for d in hw_gpu.get("devices") or [] if isinstance(d, Mapping)] if hw_gpu else []
+    label_product = next(
+        (strip_gfd_suffix(labels[k]) for k in GPU_PRODUCT_LABEL_KEYS if labels.get(k, "").strip()), None
+    )
+    dev0 = devices[0] if devices else {}
+    gpu_names = [
+        n
+        for n in (
+            _first_text(hw_gpu.get("model")),
+            _first_text(hw_gpu.get("rawModel")),
+            _first_text(dev0.get("model")),
+            _first_text(dev0.get("rawModel")),
+            label_product,
+        )
+        if n
+    ]
+    gpu_names = [strip_gfd_suffix(n) for n in gpu_names]
+    gpu_entry = next((e for e in map(_gpu_entry, gpu_names) if e), None) if count else None
+    gpu_model = gpu_names[0] if gpu_names else None
+    model_cap_key = next((k for k in map(_norm_product, gpu_names) if k in model_caps), None) if count else None
+    model_cap = model_caps[model_cap_key] if model_cap_key else None
+    domains = _pos_int(hw_gpu.get("powerDomains")) or count
+
+    range_per_gpu = _mapping(hw_gpu.get("capRangePerGpu"))
+    gpu_max = _pos_number(range_per_gpu.get("maxWatts"))
+    gpu_min = _pos_number(range_per_gpu.get("minWatts"))
+    if not gpu_max:
+        for d in devices:
+            rng = _mapping(d.get("capRange"))
+            if _pos_number(rng.get("maxWatts")):
+                gpu_max = _pos_number(rng.get("maxWatts"))
+                gpu_min = _pos_number(rng.get("minWatts"))
+                break
+    hw_range_known = gpu_max > 0
+    gpu_source = "nodehardware" if gpu_max else "none"
+    if count and not gpu_max and gpu_entry:
+        gpu_max, gpu_min, gpu_source = gpu_entry.max_board_power_w, gpu_entry.min_w, "catalog"
+    if count and not gpu_max and model_cap:
+        gpu_max, gpu_min, gpu_source = model_cap.max_cap_w, model_cap.min_cap_w, "model-caps"
+
+    cappable, note = True, None
+    if count and hw_gpu:
+        if hw_gpu.get("controlAvailable") is False:
+            reasons = [
+                str(_mapping(d.get("control")).get("reason"))
+                for d in devices
+                if _mapping(d.get("control")).get("reason")
+            ]
+            cappable = False
+            note = "GPU power control unavailable" + (f": {reasons[0]}" if reasons else "")
+        elif (devices or "capRangePerGpu" in hw_gpu) and not hw_range_known:
+            cappable, note = False, "no settable GPU power limit range in NodeHardware"
+
+    vendor = (gpu_entry.vendor if gpu_entry else None) or _first_text(hw_gpu.get("vendor"))
+    presets, governor_source = _presets(hw_gpu, gpu_entry, count)
+    if "sustained" not in presets and presets and any(_norm_product(n) in governor_model_presets for n in gpu_names):
+        presets = tuple(p for p in GPU_PRESETS if p in {*presets, "sustained"})
+    elif "sustained" in presets and not any(_norm_product(n) in governor_model_presets for n in gpu_names):
+        presets = tuple(p for p in presets if p != "sustained")
+
+    gpu_density = 0.0
+    if count and gpu_entry:
+        gpu_density = (gpu_entry.compute_density or gpu_entry.max_board_power_w) * max(count, 1)
+
+    return NodeFacts(
+        name=name,
+        labels=labels,
+        unschedulable=spec.get("unschedulable") is True,
+        has_hardware=bool(hardware),
+        cpu_model=cpu_names[0] if cpu_names else None,
+        cpu_key=cpu_entry.key if cpu_entry else None,
+        sockets=sockets,
+        total_cores=cores,
+        cpu_max_w_per_socket=cpu_max,
+        cpu_min_w_per_socket=cpu_min,
+        cpu_range_source=cpu_source,
+        cpu_density=cpu_density,
+        gpu_count=count,
+        gpu_count_source=count_source,
+        power_domains=domains if count else 0,
+        gpu_model=gpu_model if count else None,
+        gpu_key=gpu_entry.key if gpu_entry else None,
+        gpu_vendor=vendor if count else None,
+        gpu_max_w=gpu_max if count else 0.0,
+        gpu_min_w=gpu_min if count else 0.0,
+        gpu_range_source=gpu_source if count else "none",
+        gpu_cappable=cappable,
+        gpu_cap_note=note,
+        governor_presets=presets if count else (),
+        governor_source=governor_source if count else "none",
+        gpu_density=gpu_density,
+        model_cap=model_cap,
+        model_cap_key=model_cap_key,
+    )
+
+
+def _presets(hw_gpu: Mapping[str, Any], entry: GpuEntry | None, count: int) -> tuple[tuple[str, ...], str]:
+    """The governor presets every GPU of the node accepts: NodeHardware's list, else inferred from
+    the catalog (NVIDIA Ampere or newer, AMD; Intel has none)."""
+    governor = _mapping(hw_gpu.get("governor"))
+    listed = governor.get("presets")
+    if isinstance(listed, list):
+        return tuple(p for p in GPU_PRESETS if p in {str(x) for x in listed}), "nodehardware"
+    if not count or entry is None:
+        return (), "none"
+    if entry.vendor == "nvidia" and (entry.architecture or "").lower() in NVIDIA_GOVERNOR_ARCHS:
+        return ("auto", "efficient", "low", "peak"), "catalog"
+    if entry.vendor == "amd":
+        return GPU_PRESETS, "catalog"
+    return (), "catalog"

@@ -1,0 +1,191 @@
+"""Reading a cluster: a ClusterSpec, or a NodeList (``kubectl get nodes -o yaml``, or
+``simulate render-nodes``) with NodeHardware objects, pods and a telemetry file.
+
+A ClusterSpec is expanded by the simulator's own module (``joulectl.sim.clusterspec``) and each
+spec node is turned into the Node object ``simulate render-nodes`` prints and the NodeHardware
+``discover -o yaml`` would print for it: so both inputs reach :func:`joulectl.planning.plan`
+through one code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from joulectl.errors import InputError
+from joulectl.k8s import PodRef, iter_pods
+from joulectl.planning.options import ClusterInput
+
+_LIST_KINDS = ("List", "NodeList", "NodeHardwareList")
+#: the kind of the items of a typed list that leaves it out
+_ITEM_KIND = {"NodeList": "Node", "NodeHardwareList": "NodeHardware"}
+
+
+def _items(doc: Any, label: str, index: int) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(where, object)`` of a document: itself, or the items of a List."""
+    where = f"document {index + 1}"
+    if not isinstance(doc, Mapping):
+        raise InputError(f"{where} is not a Kubernetes object (a mapping with a kind)", file=label)
+    kind = doc.get("kind")
+    if kind in _LIST_KINDS:
+        items = doc.get("items")
+        if items is None:
+            items = []
+        if not isinstance(items, list):
+            raise InputError("items is not a list", file=label, field=f"{where}.items")
+        out = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InputError("not a Kubernetes object", file=label, field=f"{where}.items[{i}]")
+            out.append((f"{where}.items[{i}]", item))
+        return out
+    return [(where, doc)]
+
+
+def _name(obj: Mapping[str, Any], label: str, where: str) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name.strip():
+        raise InputError("missing or empty", file=label, field=f"{where}.metadata.name")
+    return name
+
+
+def _hardware_node(obj: Mapping[str, Any], label: str, where: str) -> str:
+    spec = obj.get("spec")
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    return node if isinstance(node, str) and node else _name(obj, label, where)
+
+
+def read_nodes(
+    docs: Iterable[Any], label: str
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Nodes and NodeHardware objects of a ``--nodes`` file (Node, NodeList, List; NodeHardware)."""
+    nodes: list[dict[str, Any]] = []
+    hardware: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
+    for index, doc in enumerate(docs):
+        default = _ITEM_KIND.get(str(doc.get("kind"))) if isinstance(doc, Mapping) else None
+        for where, obj in _items(doc, label, index):
+            kind = obj.get("kind", default)
+            if kind == "Node":
+                name = _name(obj, label, where)
+                if name in seen:
+                    raise InputError(f"node {name!r} is listed twice", file=label, field=f"{where}.metadata.name")
+                seen.add(name)
+                nodes.append(dict(obj))
+            elif kind == "NodeHardware":
+                hardware[_hardware_node(obj, label, where)] = dict(obj)
+            else:
+                raise InputError(
+                    f"kind {kind!r} is not a Node, NodeList or NodeHardware", file=label, field=f"{where}.kind"
+                )
+    if not nodes:
+        raise InputError("no nodes (expected a NodeList with items, or Node objects)", file=label)
+    return nodes, hardware
+
+
+def read_hardware(docs: Iterable[Any], label: str) -> dict[str, dict[str, Any]]:
+    """NodeHardware objects of a ``--hardware`` file, by node name."""
+    hardware: dict[str, dict[str, Any]] = {}
+    for index, doc in enumerate(docs):
+        default = _ITEM_KIND.get(str(doc.get("kind"))) if isinstance(doc, Mapping) else None
+        for where, obj in _items(doc, label, index):
+            kind = obj.get("kind", default)
+            if kind != "NodeHardware":
+                hint = " (give Nodes with --nodes)" if kind in ("Node", "NodeList") else ""
+                raise InputError(f"kind {kind!r} is not a NodeHardware{hint}", file=label, field=f"{where}.kind")
+            hardware[_hardware_node(obj, label, where)] = dict(obj)
+    return hardware
+
+
+def read_pods(docs: Iterable[Any], label: str) -> list[PodRef]:
+    """Pods and workload pod templates of a ``--pods`` file."""
+    pods: list[PodRef] = []
+    for index, doc in enumerate(docs):
+        try:
+            pods.extend(iter_pods(doc, label))
+        except ValueError as e:
+            raise InputError(str(e), file=label, field=f"document {index + 1}") from None
+    return pods
+
+
+def _facility(facility: Any) -> dict[str, Any] | None:
+    """A ClusterSpec facility as ``{ambientC, coolingZones: [{name, offsetC}]}``."""
+    if facility is None:
+        return None
+    as_dict = getattr(facility, "as_dict", None)
+    if callable(as_dict):
+        facility = as_dict()
+
+    def get(obj: Any, *names: str) -> Any:
+        for n in names:
+            if isinstance(obj, Mapping) and n in obj:
+                return obj[n]
+            if hasattr(obj, n):
+                return getattr(obj, n)
+        return None
+
+    ambient = get(facility, "ambientC", "ambient_c", "ambient")
+    zones = []
+    for z in get(facility, "coolingZones", "cooling_zones") or []:
+        zones.append({"name": str(get(z, "name")), "offsetC": float(get(z, "offsetC", "offset_c") or 0.0)})
+    return {"ambientC": float(ambient) if isinstance(ambient, (int, float)) else None, "coolingZones": zones}
+
+
+def load_spec_cluster(path: str, profiles_dir: str | None) -> ClusterInput:
+    """A ClusterSpec as Node objects and NodeHardware, expanded by the simulator's modules."""
+    from joulectl.sim.clusterspec import load_spec
+    from joulectl.sim.k8s import node_hardware, node_object  # type: ignore[import-not-found,unused-ignore]
+
+    spec = load_spec(path, profiles_dir=profiles_dir)
+    nodes: list[dict[str, Any]] = []
+    hardware: dict[str, dict[str, Any]] = {}
+    for spec_node in spec.nodes:
+        node = node_object(spec_node)
+        nodes.append(node)
+        hardware[str(node["metadata"]["name"])] = node_hardware(spec_node)
+    if not nodes:
+        raise InputError("the cluster spec has no nodes", file=path)
+    return ClusterInput(nodes=nodes, hardware=hardware, facility=_facility(getattr(spec, "facility", None)),
+                        source=path)
+
+
+def load_cluster(
+    *,
+    spec: str | None = None,
+    nodes: str | None = None,
+    hardware: Iterable[str] = (),
+    pods: str | None = None,
+    telemetry: str | None = None,
+    profiles_dir: str | None = None,
+) -> ClusterInput:
+    """Read a cluster from a ClusterSpec (``spec``) or a NodeList file (``nodes``), plus NodeHardware
+    files, a pods file and a telemetry file. Every problem is an :class:`InputError` naming the file."""
+    from joulectl.yamlio import load_documents, read_text
+
+    if (spec is None) == (nodes is None):
+        raise InputError(
+            "give a cluster spec or --nodes NODES.yaml" if spec is None else "give a cluster spec or --nodes, not both"
+        )
+    if spec is not None:
+        cluster = load_spec_cluster(spec, profiles_dir)
+    else:
+        assert nodes is not None
+        node_objs, node_hw = read_nodes(load_documents(nodes, what="node list"), _label(nodes))
+        cluster = ClusterInput(nodes=node_objs, hardware=node_hw, source=nodes)
+    for path in hardware:
+        cluster.hardware.update(read_hardware(load_documents(path, what="NodeHardware file"), _label(path)))
+    if pods is not None:
+        cluster.pods = read_pods(load_documents(pods, what="pods file"), _label(pods))
+    if telemetry is not None:
+        from joulectl.planning.telemetry import parse_telemetry
+
+        result = parse_telemetry(read_text(telemetry, what="telemetry file"), _label(telemetry))
+        cluster.telemetry = result.power_w
+        cluster.trends = result.trend_w_per_min
+        cluster.telemetry_given = True
+    return cluster
+
+
+def _label(path: str) -> str:
+    return "<stdin>" if path == "-" else path

@@ -1,0 +1,336 @@
+"""The plan: eligible nodes, how many stay at performance and which, their caps, and their NodeTwin.
+
+One code path for every input (ClusterSpec or NodeList): :func:`plan` takes Node objects and
+NodeHardware as plain data.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from joulectl.catalog import normalize, strip_gfd_suffix
+from joulectl.errors import InputError
+from joulectl.k8s import PodRef, pod_excludes_eco, sanitize_name
+from joulectl.planning import policy, twin
+from joulectl.planning.caps import CapPlan, num, plan_caps
+from joulectl.planning.hardware import COOLING_ZONE_LABEL, RACK_LABEL, RESERVED_LABEL, NodeFacts, node_facts
+from joulectl.planning.options import POLICY_NAMES, ClusterInput, PlanOptions
+
+API_VERSION = "joulie.io/v1alpha1"
+ANNOTATION_PREFIX = "joulectl.io/"
+#: Phases of a pod that no longer (or not yet) runs on its node.
+NOT_RUNNING = frozenset({"Succeeded", "Failed", "Pending"})
+
+
+@dataclass
+class PlanResult:
+    """NodeTwin objects, one row per planned node, the nodes left out and why, and a fleet summary."""
+
+    twins: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    ineligible: list[tuple[str, str]]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _selector_miss(labels: Mapping[str, str], selector: Mapping[str, str | None] | None) -> str | None:
+    for key, value in (selector or {}).items():
+        if value is None:
+            if key not in labels:
+                return f"does not match the selector (no label {key})"
+        elif labels.get(key) != value:
+            return f"does not match the selector {key}={value}"
+    return None
+
+
+def ineligibility(facts: NodeFacts, selector: Mapping[str, str | None] | None) -> str | None:
+    """Why a node is not planned (reserved, unschedulable, selector), or None."""
+    if facts.labels.get(RESERVED_LABEL) == "true":
+        return f"reserved ({RESERVED_LABEL}=true)"
+    if facts.unschedulable:
+        return "unschedulable (cordoned)"
+    return _selector_miss(facts.labels, selector)
+
+
+def _running(pod: PodRef) -> bool:
+    return not pod.deleting and pod.phase not in NOT_RUNNING
+
+
+def performance_pod_demand(pods: list[PodRef]) -> int:
+    """Performance-sensitive pods (and template replicas) not finished: the queue-aware demand."""
+    return sum(
+        pod.replicas if pod.kind != "Pod" else 1
+        for pod in pods
+        if pod_excludes_eco(pod) and not pod.deleting and pod.phase not in ("Succeeded", "Failed")
+    )
+
+
+def performance_pods_by_node(pods: list[PodRef]) -> dict[str, int]:
+    """Running performance-sensitive pods per node (``spec.nodeName``): the draining guard's input."""
+    out: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        node = pod.spec.get("nodeName")
+        if pod.kind == "Pod" and isinstance(node, str) and node and _running(pod) and pod_excludes_eco(pod):
+            out[node] += 1
+    return out
+
+
+def _ambient(facts: NodeFacts, facility: Mapping[str, Any] | None) -> float | None:
+    if not facility or facility.get("ambientC") is None:
+        return None
+    ambient = float(facility["ambientC"])
+    zone = facts.labels.get(COOLING_ZONE_LABEL)
+    for z in facility.get("coolingZones") or []:
+        if zone and z.get("name") == zone:
+            ambient += float(z.get("offsetC") or 0.0)
+    return ambient
+
+
+def _iso(now: datetime) -> str:
+    return now.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _score(value: float) -> float | int:
+    rounded = round(value, 4)
+    return int(rounded) if rounded == int(rounded) else rounded
+
+
+@dataclass
+class _Planned:
+    facts: NodeFacts
+    profile: str
+    draining: bool
+    caps: CapPlan
+    budget: twin.Budget
+    measured_w: float
+    baseline_w: float
+
+
+def plan(cluster: ClusterInput, options: PlanOptions, *, now: datetime | None = None) -> PlanResult:
+    """Plan ``cluster`` with ``options``: NodeTwin objects for every eligible node."""
+    options.validate()
+    model_caps = options.model_cap_table()
+    governor_models = frozenset(normalize(strip_gfd_suffix(str(k))) for k in options.governor_model_presets)
+    now = now or datetime.now(timezone.utc)
+
+    eligible: list[NodeFacts] = []
+    ineligible: list[tuple[str, str]] = []
+    for node in cluster.nodes:
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if not name:
+            raise InputError("a node has no metadata.name", file=cluster.source)
+        facts = node_facts(node, cluster.hardware.get(name), model_caps, governor_models)
+        reason = ineligibility(facts, options.selector)
+        if reason:
+            ineligible.append((facts.name, reason))
+        else:
+            eligible.append(facts)
+
+    n = len(eligible)
+    if options.policy == "queue-aware":
+        demand = performance_pod_demand(cluster.pods)
+        hp = policy.queue_aware_count(
+            n,
+            options.queue_base_fraction,
+            options.queue_min,
+            options.queue_max,
+            options.pods_per_performance_node,
+            demand,
+        )
+    else:
+        demand = 0
+        hp = policy.static_count(n, options.performance_fraction)
+    sized = hp
+    hp = policy.family_floor(hp, (f.family for f in eligible), n)
+    by_name = {f.name: f for f in eligible}
+    ordered = policy.order_by_density([(f.name, f.density) for f in eligible])
+    performance = policy.select_performance([(name, by_name[name].family) for name in ordered], hp)
+    perf_pods = performance_pods_by_node(cluster.pods)
+
+    planned: list[_Planned] = []
+    for facts in sorted(eligible, key=lambda f: f.name):
+        profile = "performance" if facts.name in performance else "eco"
+        draining = profile == "eco" and perf_pods.get(facts.name, 0) > 0
+        caps = plan_caps(facts, profile, options)
+        b = twin.budget(facts.cpu_tdp_w, facts.gpu_tdp_w, caps.cpu_pct, caps.gpu_pct)
+        if profile == "eco":
+            perf_caps = plan_caps(facts, "performance", options)
+            baseline = twin.budget(facts.cpu_tdp_w, facts.gpu_tdp_w, perf_caps.cpu_pct, perf_caps.gpu_pct)
+            baseline_w = baseline.node_capped_w
+        else:
+            baseline_w = b.node_capped_w
+        planned.append(
+            _Planned(facts, profile, draining, caps, b, float(cluster.telemetry.get(facts.name, 0.0)), baseline_w)
+        )
+
+    rack_w: dict[str, float] = defaultdict(float)
+    for p in planned:
+        rack = p.facts.labels.get(RACK_LABEL)
+        if rack:
+            rack_w[rack] += p.budget.node_capped_w
+    cluster_it_w = sum(p.measured_w for p in planned)
+
+    twins: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    object_names: dict[str, str] = {}
+    policy_name = POLICY_NAMES[options.policy]
+    updated = _iso(now)
+    for p in planned:
+        obj_name = sanitize_name(p.facts.name)
+        if not obj_name:
+            raise InputError(f"node name {p.facts.name!r} gives an empty NodeTwin name", file=cluster.source)
+        if obj_name in object_names:
+            raise InputError(
+                f"nodes {object_names[obj_name]!r} and {p.facts.name!r} share the NodeTwin name {obj_name!r}",
+                file=cluster.source,
+            )
+        object_names[obj_name] = p.facts.name
+        doc, row = _twin(p, obj_name, policy_name, cluster, rack_w, cluster_it_w, updated)
+        twins.append(doc)
+        rows.append(row)
+
+    summary = _summary(planned, ineligible, options, sized, hp, demand, len(cluster.nodes))
+    return PlanResult(twins=twins, nodes=rows, ineligible=ineligible, summary=summary)
+
+
+def _twin(
+    p: _Planned,
+    obj_name: str,
+    policy_name: str,
+    cluster: ClusterInput,
+    rack_w: Mapping[str, float],
+    cluster_it_w: float,
+    updated: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    facts, b, caps = p.facts, p.budget, p.caps
+    measured = p.measured_w
+    ambient = _ambient(facts, cluster.facility)
+    cooling = twin.cooling_stress(measured, b.node_tdp_w, ambient)
+    headroom = twin.headroom_score(b.node_capped_w, measured)
+    rack = facts.labels.get(RACK_LABEL)
+    psu = twin.psu_stress(rack_w.get(rack, 0.0) if rack else 0.0, cluster_it_w)
+    if not cluster.telemetry_given:
+        source = "static"
+    elif facts.name in cluster.telemetry:
+        source = "prometheus"
+    else:
+        source = "prometheus-no-data"
+
+    spec: dict[str, Any] = {"nodeName": facts.name, "profile": p.profile, "cpu": caps.cpu}
+    if caps.gpu is not None:
+        spec["gpu"] = caps.gpu
+    spec["policy"] = {"name": policy_name}
+    spec["scheduling"] = {"draining": p.draining}
+
+    annotations = {ANNOTATION_PREFIX + "family": facts.family}
+    if facts.is_gpu_node:
+        annotations[ANNOTATION_PREFIX + "gpu-count"] = f"{facts.gpu_count} ({facts.gpu_count_source})"
+        annotations[ANNOTATION_PREFIX + "gpu-power-domains"] = str(facts.power_domains)
+    if caps.gpu_cap_source:
+        annotations[ANNOTATION_PREFIX + "gpu-cap-source"] = caps.gpu_cap_source
+    if caps.notes:
+        annotations[ANNOTATION_PREFIX + "notes"] = "; ".join(caps.notes)
+
+    cls = "draining" if p.draining else p.profile
+    status: dict[str, Any] = {
+        "schedulableClass": cls,
+        "powerMeasurement": {
+            "source": source,
+            "measuredNodePowerW": num(measured),
+            "cpuCappedPowerW": num(b.cpu_capped_w),
+            "gpuCappedPowerW": num(b.gpu_capped_w),
+            "nodeCappedPowerW": num(b.node_capped_w),
+            "cpuTdpW": num(b.cpu_tdp_w),
+            "gpuTdpW": num(b.gpu_tdp_w),
+            "nodeTdpW": num(b.node_tdp_w),
+            "powerTrendWPerMin": num(cluster.trends.get(facts.name, 0.0)),
+        },
+        "predictedPowerHeadroomScore": _score(headroom),
+        "predictedCoolingStressScore": _score(cooling),
+        "predictedPsuStressScore": _score(psu),
+        "effectiveCapState": {"cpuPct": _score(caps.cpu_pct), "gpuPct": _score(caps.gpu_pct)},
+        "hardwareDensityScore": _score(twin.density_score(facts.total_cores, facts.gpu_count)),
+        "estimatedPUE": _score(twin.estimated_pue(cooling)),
+        "lastUpdated": updated,
+    }
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": "NodeTwin",
+        "metadata": {"name": obj_name, "annotations": annotations},
+        "spec": spec,
+        "status": status,
+    }
+    gpu = caps.gpu or {}
+    power_cap = gpu.get("powerCap") or {}
+    row = {
+        "node": facts.name,
+        "profile": p.profile,
+        "class": cls,
+        "family": facts.family,
+        "density": round(facts.density, 2),
+        "gpuCount": facts.gpu_count,
+        "gpuCountSource": facts.gpu_count_source,
+        "powerDomains": facts.power_domains,
+        "gpuCapPct": power_cap.get("capPctOfMax"),
+        "gpuCapWattsPerGpu": power_cap.get("capWattsPerGpu"),
+        "gpuGovernor": gpu.get("governor"),
+        "cpuCapPct": caps.cpu.get("packagePowerCapPctOfMax"),
+        "cpuCapWatts": caps.cpu.get("packagePowerCapWatts"),
+        "nodeTdpW": num(b.node_tdp_w),
+        "plannedW": num(b.node_capped_w),
+        "measuredW": num(measured),
+        "headroom": _score(headroom),
+        "cooling": _score(cooling),
+        "notes": list(caps.notes),
+    }
+    return doc, row
+
+
+def _summary(
+    planned: list[_Planned],
+    ineligible: list[tuple[str, str]],
+    options: PlanOptions,
+    sized: int,
+    hp: int,
+    demand: int,
+    total: int,
+) -> dict[str, Any]:
+    profiles: dict[str, dict[str, float]] = {
+        name: {"nodes": 0, "tdpW": 0.0, "plannedW": 0.0} for name in ("performance", "eco")
+    }
+    draining = 0
+    for p in planned:
+        agg = profiles[p.profile]
+        agg["nodes"] += 1
+        agg["tdpW"] += p.budget.node_tdp_w
+        agg["plannedW"] += p.budget.node_capped_w
+        draining += p.draining
+    tdp = sum(p.budget.node_tdp_w for p in planned)
+    planned_w = sum(p.budget.node_capped_w for p in planned)
+    baseline = sum(p.baseline_w for p in planned)
+    saving = baseline - planned_w
+    return {
+        "policy": options.policy,
+        "nodes": total,
+        "planned": len(planned),
+        "ineligible": len(ineligible),
+        "performanceTarget": sized,
+        "performance": hp,
+        "eco": len(planned) - hp,
+        "draining": draining,
+        "performancePods": demand,
+        "families": len({p.facts.family for p in planned}),
+        "profiles": {
+            name: {"nodes": int(agg["nodes"]), "tdpW": num(agg["tdpW"]), "plannedW": num(agg["plannedW"])}
+            for name, agg in profiles.items()
+        },
+        "tdpW": num(tdp),
+        "allPerformanceW": num(baseline),
+        "plannedW": num(planned_w),
+        "savingW": num(saving),
+        "savingPct": _score(saving / baseline * 100.0 if baseline > 0 else 0.0),
+    }

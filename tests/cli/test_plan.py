@@ -1,0 +1,244 @@
+"""`joulectl plan` through the real CLI: outputs, and every bad-input error (message, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+CRD = Path(__file__).resolve().parents[1] / "fixtures" / "crds" / "joulie.io_nodetwins.yaml"
+EPYC = {"joulie.io/hw.cpu-model": "AMD EPYC 9654", "joulie.io/hw.cpu-sockets": "2"}
+H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
+
+
+def _node(name: str, labels: dict[str, str], resources: dict[str, str] | None = None) -> dict[str, Any]:
+    res = {"cpu": "192", **(resources or {})}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "status": {"capacity": res, "allocatable": res}}
+
+
+def _nodelist(tmp_path: Path, nodes: list[dict[str, Any]], name: str = "nodes.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    return p
+
+
+@pytest.fixture
+def nodes_file(tmp_path: Path) -> Path:
+    nodes = [_node(f"h100-{i}", {**EPYC, **H100}, {"nvidia.com/gpu": "8"}) for i in range(2)]
+    nodes += [_node(f"cpu-{i}", EPYC) for i in range(2)]
+    nodes.append(_node("reserved-0", {**EPYC, "joulie.io/reserved": "true"}))
+    return _nodelist(tmp_path, nodes)
+
+
+def _validator() -> jsonschema.Draft4Validator:
+    crd = yaml.safe_load(CRD.read_text())
+    return jsonschema.Draft4Validator(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def test_yaml_is_multi_document_nodetwins(cli: Callable[..., Any], nodes_file: Path) -> None:
+    r = cli("plan", "--nodes", nodes_file, "-o", "yaml", "--absolute-caps", "--gpu-governor", "eco=efficient")
+    assert r.exit_code == 0, r.stderr
+    docs = list(yaml.safe_load_all(r.stdout))
+    assert [d["spec"]["nodeName"] for d in docs] == ["cpu-0", "cpu-1", "h100-0", "h100-1"]
+    validator = _validator()
+    for d in docs:
+        assert not list(validator.iter_errors(d))
+    eco_gpu = next(d for d in docs if d["spec"]["nodeName"] == "h100-1")
+    assert eco_gpu["spec"]["gpu"] == {
+        "powerCap": {"scope": "perGpu", "capPctOfMax": 60, "capWattsPerGpu": 420}, "governor": "efficient"}
+    assert r.stderr == ""
+
+
+def test_json_is_a_list(cli: Callable[..., Any], nodes_file: Path) -> None:
+    r = cli("plan", "--nodes", nodes_file, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert (data["apiVersion"], data["kind"]) == ("v1", "List")
+    assert {i["kind"] for i in data["items"]} == {"NodeTwin"} and len(data["items"]) == 4
+
+
+def test_table_with_fleet_summary(cli: Callable[..., Any], nodes_file: Path) -> None:
+    r = cli("plan", "--nodes", nodes_file)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:4] == ["NODE", "PROFILE", "CLASS", "GPUS"]
+    row = next(line.split() for line in lines if line.startswith("h100-1"))
+    assert row[:5] == ["h100-1", "eco", "eco", "8", "60%"]
+    assert any(line.split()[:2] == ["reserved-0", "reserved"] for line in lines)
+    assert "policy static: 2 of 4 planned nodes at performance (sized 2, 2 hardware families), 0 draining;" in r.stdout
+    # all-performance: 2 x (720 W CPU + 8 x 700 W GPU) + 2 x 720 W = 14080 W; eco saves 8 x 280 W on h100-1 and
+    # 0.4 x 720 W on cpu-1 = 2528 W, 17.95 %
+    assert "saving 2528 W (18.0%) against all-performance 14080 W" in r.stdout
+
+
+def test_queue_aware_with_pods_and_draining(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    pods = [{"kind": "Pod", "metadata": {"name": f"p{i}", "annotations": {"joulie.io/workload-class": "performance"}},
+             "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending"}} for i in range(25)]
+    pods.append({"kind": "Pod", "metadata": {"name": "run", "annotations": {"joulie.io/workload-class": "performance"}},
+                 "spec": {"nodeName": "cpu-1", "containers": [{"name": "c"}]}, "status": {"phase": "Running"}})
+    pod_file = tmp_path / "pods.yaml"
+    pod_file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": pods}))
+    r = cli("plan", "--nodes", nodes_file, "--policy", "queue-aware", "--queue-base-fraction", "0",
+            "--pods", pod_file, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    items = {i["spec"]["nodeName"]: i for i in json.loads(r.stdout)["items"]}
+    # 26 performance pods / 10 per node -> 3 performance nodes of 4
+    assert sorted(i["spec"]["profile"] for i in items.values()) == ["eco", "performance", "performance", "performance"]
+    eco = next(i for i in items.values() if i["spec"]["profile"] == "eco")
+    assert eco["spec"]["nodeName"] == "cpu-1" and eco["status"]["schedulableClass"] == "draining"
+
+
+def test_telemetry_and_hardware_files(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    prom = tmp_path / "metrics.prom"
+    prom.write_text('joulie_sim_node_power_watts{node="cpu-0"} 360\n')
+    hw = tmp_path / "hw.yaml"
+    hw.write_text(yaml.safe_dump({"apiVersion": "joulie.io/v1alpha1", "kind": "NodeHardware",
+                                  "metadata": {"name": "cpu-0"}, "spec": {"nodeName": "cpu-0"},
+                                  "status": {"cpu": {"sockets": 2, "totalCores": 192,
+                                                     "capRange": {"minWattsPerSocket": 100,
+                                                                  "maxWattsPerSocket": 400}}}}))
+    r = cli("plan", "--nodes", nodes_file, "--telemetry", prom, "--hardware", hw, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    items = {i["spec"]["nodeName"]: i for i in json.loads(r.stdout)["items"]}
+    pm = items["cpu-0"]["status"]["powerMeasurement"]
+    assert (pm["source"], pm["measuredNodePowerW"], pm["cpuTdpW"]) == ("prometheus", 360, 800)
+    assert items["cpu-1"]["status"]["powerMeasurement"]["source"] == "prometheus-no-data"
+
+
+def test_model_caps_file(cli: Callable[..., Any], tmp_path: Path) -> None:
+    nodes = _nodelist(tmp_path, [_node(f"g{i}", {"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000"},
+                                       {"nvidia.com/gpu": "2"}) for i in range(2)])
+    caps = tmp_path / "caps.json"
+    caps.write_text('{"NVIDIA-RTX-PRO-6000": {"minCapWatts": 200, "maxCapWatts": 350}}')
+    r = cli("plan", "--nodes", nodes, "--absolute-caps", "--model-caps", caps, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    eco = [i for i in json.loads(r.stdout)["items"] if i["spec"]["profile"] == "eco"]
+    assert eco[0]["spec"]["gpu"]["powerCap"]["capWattsPerGpu"] == 210
+    assert eco[0]["metadata"]["annotations"]["joulectl.io/gpu-cap-source"] == "model-caps"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "rule-swap"], "--policy: unknown policy 'rule-swap' (expected static or queue-aware)"),
+        (["--performance-fraction", "1.5"], "--performance-fraction: must be between 0 and 1, got 1.5"),
+        (["--performance-fraction", "-0.1"], "--performance-fraction: must be between 0 and 1, got -0.1"),
+        (["--queue-base-fraction", "2"], "--queue-base-fraction: must be between 0 and 1, got 2.0"),
+        (["--gpu-eco-pct", "101"], "--gpu-eco-pct: must be between 0 and 100, got 101.0"),
+        (["--cpu-eco-pct", "-5"], "--cpu-eco-pct: must be between 0 and 100, got -5.0"),
+        (["--pods-per-performance-node", "0"], "--pods-per-performance-node: must be 1 or more, got 0"),
+        (["--queue-min", "-1"], "--queue-min: must be 0 or more, got -1"),
+        (["--gpu-governor", "eco"], "--gpu-governor: expected PROFILE=PRESET (like eco=efficient), got 'eco'"),
+        (["--gpu-governor", "idle=low"], "--gpu-governor: unknown profile 'idle' (expected performance or eco)"),
+        (["--gpu-governor", "eco=turbo"], "--gpu-governor: unknown GPU governor preset 'turbo'"),
+        (["--selector", "=x"], "--selector: expected KEY=VALUE or KEY, got '=x'"),
+    ],
+)
+def test_bad_flags(cli: Callable[..., Any], nodes_file: Path, args: list[str], message: str) -> None:
+    r = cli("plan", "--nodes", nodes_file, *args)
+    assert r.exit_code == 2
+    assert r.stderr.splitlines()[0].startswith(f"joulectl: error: {message}")
+    assert r.stdout == ""
+
+
+def test_invalid_json_model_caps(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    caps = _write(tmp_path, "caps.json", '{"NVIDIA-L40S": {"maxCapWatts": 350,}}')
+    r = cli("plan", "--nodes", nodes_file, "--model-caps", caps)
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"joulectl: error: {caps}: invalid JSON: ")
+    bad = _write(tmp_path, "caps2.json", '{"NVIDIA-L40S": {"minCapWatts": 400, "maxCapWatts": 350}}')
+    r = cli("plan", "--nodes", nodes_file, "--model-caps", bad)
+    assert r.exit_code == 2
+    assert r.stderr == (f"joulectl: error: {bad}: NVIDIA-L40S: minCapWatts must be a number between 0 and "
+                        "maxCapWatts, got 400\n")
+
+
+def test_invalid_governor_model_presets(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    presets = _write(tmp_path, "presets.json", "[1, 2]")
+    r = cli("plan", "--nodes", nodes_file, "--governor-model-presets", presets)
+    assert (r.exit_code, r.stderr) == (2, f"joulectl: error: {presets}: expected a JSON object, found list\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apiVersion: v1\nkind: List\nitems: []\n", "no nodes (expected a NodeList with items, or Node objects)"),
+        ("apiVersion: v1\nkind: NodeList\n", "no nodes (expected a NodeList with items, or Node objects)"),
+        ("", "no nodes (expected a NodeList with items, or Node objects)"),
+        ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+         "document 1.kind: kind 'Pod' is not a Node, NodeList or NodeHardware"),
+        ("kind: List\nitems:\n- kind: Service\n  metadata: {name: s}\n",
+         "document 1.items[0].kind: kind 'Service' is not a Node, NodeList or NodeHardware"),
+        ("kind: List\nitems:\n- kind: Node\n  metadata: {labels: {}}\n", "document 1.items[0].metadata.name: missing"),
+        ("kind: List\nitems:\n- kind: Node\n  metadata: {name: a}\n- kind: Node\n  metadata: {name: a}\n",
+         "document 1.items[1].metadata.name: node 'a' is listed twice"),
+        ("- just\n- a list\n", "document 1 is not a Kubernetes object"),
+        ("kind: List\nitems: {a: 1}\n", "document 1.items: items is not a list"),
+        ("kind: [unclosed\n", "invalid YAML"),
+    ],
+)
+def test_bad_node_lists(cli: Callable[..., Any], tmp_path: Path, text: str, message: str) -> None:
+    p = _write(tmp_path, "nodes.yaml", text)
+    r = cli("plan", "--nodes", p)
+    assert r.exit_code == 2
+    assert r.stderr.splitlines()[0].startswith(f"joulectl: error: {p}: {message}"), r.stderr
+
+
+def test_bad_hardware_file(cli: Callable[..., Any], nodes_file: Path) -> None:
+    r = cli("plan", "--nodes", nodes_file, "--hardware", nodes_file)
+    assert r.exit_code == 2
+    assert r.stderr == (f"joulectl: error: {nodes_file}: document 1.items[0].kind: kind 'Node' is not a "
+                        "NodeHardware (give Nodes with --nodes)\n")
+
+
+def test_bad_pods_file(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    p = _write(tmp_path, "pods.yaml", "kind: Service\nmetadata: {name: s}\n")
+    r = cli("plan", "--nodes", nodes_file, "--pods", p)
+    assert (r.exit_code, r.stderr) == (2, f"joulectl: error: {p}: document 1: kind Service carries no pod spec\n")
+
+
+def test_bad_telemetry_file(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    p = _write(tmp_path, "t.prom", "up 1\n")
+    r = cli("plan", "--nodes", nodes_file, "--telemetry", p)
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"joulectl: error: {p}: no node power found")
+
+
+def test_missing_files(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    r = cli("plan", "--nodes", tmp_path / "nope.yaml")
+    assert (r.exit_code, r.stderr) == (2, f"joulectl: error: {tmp_path / 'nope.yaml'}: node list not found\n")
+    r = cli("plan", "--nodes", nodes_file, "--model-caps", tmp_path / "caps.json")
+    assert (r.exit_code, r.stderr) == (2, f"joulectl: error: {tmp_path / 'caps.json'}: model caps file not found\n")
+
+
+def test_input_is_required_and_exclusive(cli: Callable[..., Any], nodes_file: Path) -> None:
+    r = cli("plan")
+    assert (r.exit_code, r.stderr) == (2, "joulectl: error: give a cluster spec or --nodes NODES.yaml\n")
+    r = cli("plan", str(nodes_file), "--nodes", nodes_file)
+    assert (r.exit_code, r.stderr) == (2, "joulectl: error: give a cluster spec or --nodes, not both\n")
+
+
+def test_bad_output_format(cli: Callable[..., Any], nodes_file: Path) -> None:
+    r = cli("plan", "--nodes", nodes_file, "-o", "csv")
+    assert r.exit_code == 2 and "'csv' is not one of table, json, yaml" in r.stderr
+
+
+def test_nodes_from_stdin(cli: Callable[..., Any], nodes_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(nodes_file.read_bytes())))
+    r = cli("plan", "--nodes", "-", "-o", "json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["items"]) == 4
