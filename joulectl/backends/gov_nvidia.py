@@ -325,82 +325,98 @@ def _int_or_none(text: str) -> int | None:
 
 
 class NvmlTransport:
-    """NVML through pynvml (imported lazily); handles by PCI bus id."""
+    """NVML through the shared wrapper (:mod:`joulectl.backends.nvml`); handles by PCI bus id.
 
-    name = "nvml"
+    Each call opens its own NVML session, so nothing stays initialised between commands.
+    """
 
-    def __init__(self, nvml: Any) -> None:
-        self.nvml = nvml
+    name = "NVML"
 
-    def _handle(self, device: GpuDevice) -> Any:
-        return self.nvml.nvmlDeviceGetHandleByPciBusId(device.bus_id)
+    def _run(self, device: GpuDevice, what: str, function: str, *args: int) -> CallOutcome:
+        from joulectl.backends.nvml import Nvml, NvmlError, NvmlUnavailable
+        from joulectl.backends.pci import smi_bus_id
 
-    def _guard(self, what: str, command: str, fn: Any, *args: Any) -> CallOutcome:
+        command = f"{function}({', '.join([device.bus_id, *(str(a) for a in args)])})"
         try:
-            fn(*args)
-        except self.nvml.NVMLError as e:
-            code = getattr(e, "value", None)
-            if code == self.nvml.NVML_ERROR_NO_PERMISSION:
-                return CallOutcome(Status.REFUSED, f"{what}: insufficient permissions", command)
-            if code in (self.nvml.NVML_ERROR_NOT_SUPPORTED, self.nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
-                return CallOutcome(Status.UNSUPPORTED, f"{what}: not supported by this GPU or driver", command)
-            return CallOutcome(Status.ERROR, f"{what}: NVML error: {e}", command)
-        return CallOutcome(Status.APPLIED_UNVERIFIED if "Set" in command else Status.APPLIED, "", command)
+            with Nvml() as nv:
+                handle = nv.call("nvmlDeviceGetHandleByPciBusId", smi_bus_id(device.bus_id))
+                nv.call(function, handle, *args)
+        except NvmlUnavailable as e:
+            return CallOutcome(Status.ERROR, f"{what}: NVML unavailable: {e}", command)
+        except NvmlError as e:
+            if e.status == Status.REFUSED:
+                return CallOutcome(Status.REFUSED, f"{what}: insufficient permissions (NVML: {e})", command)
+            if e.status == Status.UNSUPPORTED:
+                return CallOutcome(Status.UNSUPPORTED, f"{what}: not supported for GPU {device.bus_id} "
+                                   f"(NVML: {e})", command)
+            return CallOutcome(Status.ERROR if e.status != Status.BLOCKED else Status.BLOCKED,
+                               f"{what}: NVML: {e}", command)
+        locked = function.startswith("nvmlDeviceSet")
+        return CallOutcome(Status.APPLIED_UNVERIFIED if locked else Status.APPLIED, "", command)
 
     def lock(self, device: GpuDevice, domain: str, lock: ClockLock) -> CallOutcome:
-        name = "nvmlDeviceSetGpuLockedClocks" if domain == "graphics" else "nvmlDeviceSetMemoryLockedClocks"
-        what = f"{domain} clock lock"
-        try:
-            handle = self._handle(device)
-        except self.nvml.NVMLError as e:
-            return CallOutcome(Status.ERROR, f"{what}: NVML error: {e}", name)
-        return self._guard(what, f"{name}({device.bus_id}, {lock.min_mhz}, {lock.max_mhz})",
-                           getattr(self.nvml, name), handle, lock.min_mhz, lock.max_mhz)
+        fn = "nvmlDeviceSetGpuLockedClocks" if domain == "graphics" else "nvmlDeviceSetMemoryLockedClocks"
+        return self._run(device, f"{domain} clock lock", fn, lock.min_mhz, lock.max_mhz)
 
     def reset(self, device: GpuDevice, domain: str) -> CallOutcome:
-        name = "nvmlDeviceResetGpuLockedClocks" if domain == "graphics" else "nvmlDeviceResetMemoryLockedClocks"
-        what = f"{domain} clock reset"
-        try:
-            handle = self._handle(device)
-        except self.nvml.NVMLError as e:
-            return CallOutcome(Status.ERROR, f"{what}: NVML error: {e}", name)
-        return self._guard(what, f"{name}({device.bus_id})", getattr(self.nvml, name), handle)
+        fn = "nvmlDeviceResetGpuLockedClocks" if domain == "graphics" else "nvmlDeviceResetMemoryLockedClocks"
+        return self._run(device, f"{domain} clock reset", fn)
 
     def supported_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, dict[int, list[int]]]:
+        from joulectl.backends.nvml import Nvml, NvmlError, NvmlUnavailable
+        from joulectl.backends.pci import smi_bus_id
+
         out: dict[str, dict[int, list[int]]] = {}
-        for dev in devices:
-            try:
-                handle = self._handle(dev)
-                table = {
-                    int(mem): list(self.nvml.nvmlDeviceGetSupportedGraphicsClocks(handle, mem))
-                    for mem in self.nvml.nvmlDeviceGetSupportedMemoryClocks(handle)
-                }
-            except self.nvml.NVMLError:
-                continue
-            out[dev.bus_id] = normalize_table(table)
+        try:
+            with Nvml() as nv:
+                for dev in devices:
+                    try:
+                        h = nv.call("nvmlDeviceGetHandleByPciBusId", smi_bus_id(dev.bus_id))
+                        out[dev.bus_id] = normalize_table({
+                            int(m): list(nv.call("nvmlDeviceGetSupportedGraphicsClocks", h, m))
+                            for m in nv.call("nvmlDeviceGetSupportedMemoryClocks", h)
+                        })
+                    except NvmlError:
+                        continue
+        except NvmlUnavailable:
+            return {}
         return out
 
     def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, tuple[int | None, int | None]]:
+        """Graphics (SM) and memory clocks in MHz, ``nvmlDeviceGetClockInfo``."""
+        from joulectl.backends.nvml import Nvml, NvmlError, NvmlUnavailable
+        from joulectl.backends.pci import smi_bus_id
+
         out: dict[str, tuple[int | None, int | None]] = {}
-        for dev in devices:
-            try:
-                handle = self._handle(dev)
-                sm = int(self.nvml.nvmlDeviceGetClockInfo(handle, self.nvml.NVML_CLOCK_SM))
-                mem = int(self.nvml.nvmlDeviceGetClockInfo(handle, self.nvml.NVML_CLOCK_MEM))
-            except self.nvml.NVMLError:
-                continue
-            out[dev.bus_id] = (sm, mem)
+        try:
+            with Nvml() as nv:
+                for dev in devices:
+                    try:
+                        h = nv.call("nvmlDeviceGetHandleByPciBusId", smi_bus_id(dev.bus_id))
+                        sm, _ = nv.try_call("nvmlDeviceGetClockInfo", h, nv.constant("NVML_CLOCK_SM"))
+                        mem, _ = nv.try_call("nvmlDeviceGetClockInfo", h, nv.constant("NVML_CLOCK_MEM"))
+                    except NvmlError:
+                        continue
+                    out[dev.bus_id] = (None if sm is None else int(sm), None if mem is None else int(mem))
+        except NvmlUnavailable:
+            return {}
         return out
 
 
 def transport(host: Host) -> Transport:
-    """NVML when the root is ``/`` and the library initialises; nvidia-smi otherwise."""
-    if host.is_live:
-        try:
-            import pynvml
+    """The NVIDIA backend's choice: NVML when forced (``JOULECTL_NVIDIA_TRANSPORT=nvml``) or when
+    the root is ``/`` and NVML initialises; nvidia-smi otherwise."""
+    from joulectl.backends.nvidia import transport as forced_transport
+    from joulectl.backends.nvml import Nvml, NvmlUnavailable
 
-            pynvml.nvmlInit()
-        except Exception:  # library missing, driver not loaded: fall back to the tool
+    forced = forced_transport(host)
+    if forced == "nvml":
+        return NvmlTransport()
+    if forced is None and host.is_live:
+        try:
+            with Nvml():
+                pass
+        except NvmlUnavailable:
             return SmiTransport(host)
-        return NvmlTransport(pynvml)
+        return NvmlTransport()
     return SmiTransport(host)
