@@ -45,6 +45,8 @@ NV_SETTINGS = {"graphics": "gpuLockedClocks", "memory": "memoryLockedClocks"}
 MODEL_PRESETS_ENV = "GPU_GOVERNOR_MODEL_PRESETS_JSON"
 OPERATOR = "locked by the operator, not by joulectl: left alone"
 INTEL_BLOCKED = "no governor mapping for Intel GPUs"
+#: nvidia-smi cannot list the locks in force: without one joulectl set (or discover read), say so.
+NO_LOCK = "no lock set by joulectl"
 UNVERIFIED_HINT = "a lock cannot be read back: `joulectl governor show` verifies it"
 
 
@@ -146,7 +148,7 @@ def _nv_describe(graphics: Any, memory: Any) -> str:
         parts.append(f"graphics {g.describe()}")
     if m:
         parts.append(f"memory {m.describe()}")
-    return ", ".join(parts) or "unlocked"
+    return ", ".join(parts) or NO_LOCK
 
 
 def _operator_lock(dev: GpuDevice, domain: str) -> str | None:
@@ -397,7 +399,7 @@ def _cpu_result(inventory: NodeInventory, policy: CpufreqPolicy, status: Status,
                 **kw: Any) -> DeviceResult:
     cpu = inventory.cpu
     return DeviceResult(device=_cpu_key(policy), vendor=(cpu.vendor or "cpu").lower(),
-                        model=cpu.model or cpu.raw_model, status=status, message=message, kind="cpu", **kw)
+                        model=cpu.raw_model or cpu.model, status=status, message=message, kind="cpu", **kw)
 
 
 def _policies(inventory: NodeInventory) -> list[CpufreqPolicy]:
@@ -504,6 +506,9 @@ def apply_preset(
     ``NoDeviceError`` when none match or the node has none.
     """
     target = resolve_target(preset, gpu, cpu)
+    if model_presets is not None:
+        # a raw map (cap loads the file itself) is validated here: exit 2 naming the field
+        model_presets = parse_model_presets(model_presets, "model presets")
     if target == "gpu":
         return _set_gpus(host, inventory, journal, preset, selectors, dry_run, model_presets)
     return _set_cpu(host, inventory, journal, preset, dry_run)
@@ -695,7 +700,7 @@ def _show_nvidia(ctx: _NvContext, journal: Journal, dev: GpuDevice, samples: dic
     if sample is not None:
         clocks = f"graphics {sample[0] if sample[0] is not None else '?'} MHz, " \
                  f"memory {sample[1] if sample[1] is not None else '?'} MHz"
-    row = ShowRow(bus, dev.vendor, dev.model or dev.raw_model, "gpu", preset, None, "unlocked", None,
+    row = ShowRow(bus, dev.vendor, dev.model or dev.raw_model, "gpu", preset, None, NO_LOCK, None,
                   clocks, accepted_presets(dev, ctx, model_presets))
     reason = gov_nvidia.eligibility(dev)
     if g or m:
@@ -776,7 +781,8 @@ def _show_cpu(host: Host, inventory: NodeInventory, journal: Journal) -> list[Sh
         preset, status = _preset_of(journal, key)
         ours_gov = journal.current(key, "cpuGovernor")
         ours = journal.set_by_joulectl(key, "cpuGovernor") or journal.set_by_joulectl(key, "epp")
-        row = ShowRow(key, (inventory.cpu.vendor or "cpu").lower(), inventory.cpu.model, "cpu", None, None,
+        row = ShowRow(key, (inventory.cpu.vendor or "cpu").lower(), inventory.cpu.raw_model or inventory.cpu.model,
+                      "cpu", None, None,
                       gov_cpu.describe(state.governor, state.epp), None,
                       f"{policy.cur_khz // 1000} MHz" if policy.cur_khz else None, CPU_PRESETS)
         if ours and (ours_gov is None or ours_gov == state.governor):

@@ -92,7 +92,7 @@ def test_efficient_locks_graphics_and_is_unverified_until_clocks_move(tmp_path: 
     results = gov.apply_preset(host, inv, journal, "efficient")
     assert [r.status for r in results] == [Status.APPLIED_UNVERIFIED] * 2
     assert results[0].after == "graphics 345-1485 MHz"
-    assert results[0].before == "unlocked"
+    assert results[0].before == "no lock set by joulectl"
     assert "governor show` verifies it" in results[0].message
     assert _calls(root) == [["-i", bus(0), "-lgc", "345,1485"], ["-i", bus(1), "-lgc", "345,1485"]]
     assert journal.current(bus(0), "gpuLockedClocks") == "345,1485"
