@@ -18,6 +18,12 @@ from joulectl.errors import InputError
 MAX_INPUT_BYTES = int(os.environ.get("JOULECTL_MAX_INPUT_BYTES", str(64 << 20)))
 MAX_ALIASES = 1000
 MAX_DEPTH = 200
+#: Above this nesting bound the C loader is not used: libyaml's composer recurses on the C stack
+#: and crashes the interpreter (SIGSEGV) at a few ten thousand levels; the Python loader raises
+#: RecursionError instead, which becomes an InputError.
+C_LOADER_MAX_NESTING = 2000
+#: Elements a document may expand to beyond its own size (aliases share subtrees).
+MAX_ALIAS_EXPANSION = 1_000_000
 _ANCHOR = re.compile(r"(?:^|[\s\[{,:-])&[^\s,\[\]{}]+")
 
 
@@ -48,11 +54,32 @@ def read_text(path: str, *, what: str = "file") -> str:
         raise InputError(f"not UTF-8 text (byte {e.start})", file=label) from None
 
 
+_BLOCK_PREFIX = re.compile(r"^(?:[ \t?:-]|![^\s]*){" + str(C_LOADER_MAX_NESTING) + "}", re.MULTILINE)
+
+
+def _deeply_nested(text: str) -> bool:
+    """Whether a YAML text may nest deeper than :data:`C_LOADER_MAX_NESTING`: block nesting needs
+    an indentation column or a ``-``/``?`` indicator per level at the start of a line, flow nesting
+    an open bracket per level (brackets inside strings only make the bound looser)."""
+    if _BLOCK_PREFIX.search(text):
+        return True
+    if text.count("[") + text.count("{") <= C_LOADER_MAX_NESTING:
+        return False
+    depth = 0
+    for ch in re.sub(r"[^\[\]{}]+", "", text):
+        depth = depth + 1 if ch in "[{" else max(0, depth - 1)
+        if depth > C_LOADER_MAX_NESTING:
+            return True
+    return False
+
+
 def _loader(text: str) -> Any:
     import yaml
 
     if _ANCHOR.search(text):
         return _counting_loader()
+    if _deeply_nested(text):
+        return yaml.SafeLoader
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -72,7 +99,7 @@ def _counting_loader() -> Any:
     return CountingLoader
 
 
-def _check_depth(data: Any, label: str) -> None:
+def _check_depth(data: Any, label: str, max_elements: int = 50_000_000) -> None:
     stack: list[tuple[Any, int]] = [(data, 0)]
     seen = 0
     while stack:
@@ -85,8 +112,10 @@ def _check_depth(data: Any, label: str) -> None:
         elif isinstance(node, list):
             seen += len(node)
             stack.extend((v, depth + 1) for v in node)
-        if seen > 50_000_000:
-            raise InputError("document expands to too many elements", file=label)
+        if seen > max_elements:
+            raise InputError(
+                f"document expands to more than {max_elements} elements (alias bomb?)", file=label
+            )
 
 
 def parse_documents(text: str, label: str) -> list[Any]:
@@ -95,7 +124,9 @@ def parse_documents(text: str, label: str) -> list[Any]:
     if stripped.startswith(("{", "[")):
         try:
             doc = json.loads(text)
-        except (ValueError, RecursionError):
+        except RecursionError:
+            raise InputError(f"nested deeper than {MAX_DEPTH} levels", file=label) from None
+        except ValueError:
             pass  # flow-style YAML is not JSON; fall through to the YAML parser
         else:
             _check_depth(doc, label)
@@ -108,11 +139,16 @@ def parse_documents(text: str, label: str) -> list[Any]:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         raise InputError(f"invalid YAML: {where}{e.problem or e.context}", file=label) from None
-    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as e:
+    except RecursionError:
+        raise InputError(f"nested deeper than {MAX_DEPTH} levels", file=label) from None
+    except Exception as e:  # the safe constructors fail with IndexError, ValueError... on bad scalars
         raise InputError(f"invalid YAML: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
                          file=label) from None
+    # Without aliases a document has fewer elements than characters; aliases may share subtrees,
+    # which a reader then walks once per reference: bound the expansion.
+    max_elements = len(text) + MAX_ALIAS_EXPANSION
     for d in docs:
-        _check_depth(d, label)
+        _check_depth(d, label, max_elements)
     return docs
 
 
