@@ -103,7 +103,10 @@ def target_for(preset: str, state: PolicyState) -> CpuTarget:
         )
     if epp is not None and not state.has_epp:
         epp = None
-    elif epp is not None and state.available_epp and epp not in state.available_epp:
+    elif (epp is not None and state.available_epp and epp not in state.available_epp
+          and state.governor != "performance"):
+        # amd-pstate lists only "performance" while the governor is performance: the full list
+        # comes back with the governor change, so the list is only checked outside performance
         raise PresetBlocked(f"EPP {epp} not available (available: {', '.join(state.available_epp)})")
     return CpuTarget(governor, epp)
 

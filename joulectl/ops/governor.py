@@ -923,10 +923,13 @@ def _inventory(host: Host, gpu: bool, cpu: bool) -> NodeInventory:
 
 
 def _targets(gpu: bool, cpu: bool, selectors: Sequence[str], inv: NodeInventory) -> tuple[bool, bool]:
-    """Neither flag: every GPU (when the node has any, or ``--device`` names one) and the CPUs."""
+    """Neither flag: the GPUs ``--device`` names; without ``--device`` every GPU (when the node has
+    any) and the CPUs."""
     if gpu or cpu:
         return gpu, cpu
-    return bool(inv.gpus) or bool(selectors), True
+    if selectors:
+        return True, False
+    return bool(inv.gpus), True
 
 
 def _warn_journal(journal: Journal, warnings: list[str]) -> None:

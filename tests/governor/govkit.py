@@ -73,6 +73,9 @@ if argv[:1] == ["-i"]:
         bus = bus[4:]
     g = gpus.get(bus)
     op = argv[2]
+    if g is not None and g.get("hang"):
+        import time
+        time.sleep(30)
     if g is None:
         print("No devices were found", file=sys.stderr); save(); sys.exit(6)
     if op in ("-ac", "-rac", "--auto-boost-default"):

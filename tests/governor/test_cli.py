@@ -328,3 +328,62 @@ def test_corrupt_journal_is_set_aside_with_a_warning(tmp_path: Path, cli: Cli) -
     assert r.stderr.startswith("joulectl: warning: the journal was unreadable and was set aside as "
                                "/var/lib/joulectl/state.json.corrupt-")
     assert [p.name for p in (root / "var/lib/joulectl").iterdir() if "corrupt" in p.name]
+
+
+def test_show_warns_when_it_cannot_record_the_verification(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "h"
+    buses = nvidia_node(root, [H100_TABLE])
+    assert cli("--root", root, "governor", "set", "peak").exit_code == 0
+    tick(root)
+    fd = os.open(root / "run/joulectl/lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        r = cli("--root", root, "governor", "show", "--wait", "0", "-o", "json")
+    finally:
+        os.close(fd)
+    assert r.exit_code == 0
+    assert _json(r)["results"][0]["status"] == "applied"  # verified, but not recorded
+    assert r.stderr.startswith("joulectl: warning: could not record the verified locks in the journal: the node "
+                               "lock /run/joulectl/lock is held by another joulectl run")
+    assert _journal(root)["devices"][buses[0]]["current"]["governorPreset"]["status"] == "applied-unverified"
+    r = cli("--root", root, "governor", "show", "-o", "json")
+    assert _journal(root)["devices"][buses[0]]["current"]["governorPreset"]["status"] == "applied"
+    # once verified, a show has nothing to record
+    before = (root / "var/lib/joulectl/state.json").read_text()
+    assert cli("--root", root, "governor", "show").exit_code == 0
+    assert (root / "var/lib/joulectl/state.json").read_text() == before
+
+
+def test_tool_timeout_is_an_error(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "h"
+    buses = nvidia_node(root, [H100_TABLE, H100_TABLE])
+    st = smi_state(root)
+    st["gpus"][buses[1]]["hang"] = True
+    (root / "state" / "smi.json").write_text(json.dumps(st))
+    r = cli("--root", root, "--tool-timeout", "1", "governor", "set", "peak", "-o", "json")
+    assert r.exit_code == 5
+    assert [(x["status"], x["message"]) for x in _json(r)["results"]] == [
+        ("applied-unverified", "a lock cannot be read back: `joulectl governor show` verifies it"),
+        ("error", "graphics clock lock: nvidia-smi timed out after 1 s"),
+    ]
+    assert r.stderr == "joulectl: error: 1 of 2 targets done; 1 error (see MESSAGE)\n"
+
+
+def test_reset_dry_run_and_device_selection(tmp_path: Path, cli: Cli) -> None:
+    root = trees.amd_mi300x_x8(tmp_path / "n")
+    assert cli("--root", root, "governor", "set", "low").exit_code == 0
+    # amd-pstate-epp lists only "performance" as EPP under performance: efficiency still goes through
+    assert cli("--root", root, "governor", "set", "efficiency").exit_code == 0
+    r = cli("--root", root, "governor", "reset", "--device", "0", "--dry-run", "-o", "json")
+    assert r.exit_code == 0
+    doc = _json(r)
+    # --device alone means GPUs only
+    assert [(x["device"], x["status"], x["before"], x["after"]) for x in doc["results"]] == [
+        (trees.MI300X_BUSES[0], "planned", "low", "auto")]
+    level = root / f"sys/bus/pci/devices/{trees.MI300X_BUSES[0]}/power_dpm_force_performance_level"
+    assert level.read_text() == "low"
+    r = cli("--root", root, "governor", "reset", "-o", "json")
+    doc = _json(r)
+    assert {x["status"] for x in doc["results"]} == {"applied"}
+    assert {x["kind"] for x in doc["results"]} == {"gpu", "cpu"}
+    assert level.read_text() == "auto"
