@@ -286,6 +286,133 @@ def scan(node_dir: str, node: str, profile: Any) -> NodeModel:
     return model
 
 
+def _rule(raw: dict[str, Any]) -> Rule:
+    """A manifest rule (camelCase keys, µW/kHz) as a :class:`Rule`."""
+    clamp = raw.get("clampUw")
+    allowed = raw.get("allowed") or ()
+    return Rule(
+        min_uw=raw.get("minUw"), max_uw=raw.get("maxUw"), limit_bits=raw.get("limitBits"),
+        unit_uw=int(raw.get("unitUw") or 125_000), locked=bool(raw.get("locked", False)),
+        pinned_uw=raw.get("pinnedUw"),
+        clamp_uw=(int(clamp[0]), int(clamp[1])) if isinstance(clamp, list) and len(clamp) == 2 else None,
+        allowed=tuple(str(a) for a in allowed), secondary=bool(raw.get("secondary", False)),
+        min_khz=raw.get("minKhz"), max_khz=raw.get("maxKhz"),
+        default=(str(raw["default"]) if str(raw["default"]).endswith("\n") else f"{raw['default']}\n")
+        if raw.get("default") is not None else None,
+        base_khz=raw.get("baseKhz"), max_ms=raw.get("maxMs"),
+    )
+
+
+def from_manifest(node_dir: str, node: str, profile: Any, manifest: dict[str, Any]) -> NodeModel:
+    """The model of a rendered tree from its ``state/manifest.json`` (the renderer's contract)."""
+    cpu: dict[str, Any] = getattr(profile, "cpu", {}) if profile is not None else {}
+    gcfg: dict[str, Any] = getattr(profile, "gpus", {}) if profile is not None else {}
+    writables: list[Writable] = []
+    counters: list[CounterFile] = []
+    policies: list[str] = []
+    gpu_ids: set[int] = set()
+    fmin_khz = fmax_khz = None
+    for entry in manifest.get("writable") or []:
+        rel = str(entry.get("path", "")).lstrip("/")
+        if not rel or ".." in rel.split("/"):
+            continue
+        kind = str(entry.get("kind", "other"))
+        comp = str(entry.get("component", ""))
+        rule = _rule(entry.get("rule") or {})
+        writables.append(Writable(rel, kind, rule, comp))
+        if kind == "cpufreq_governor" and comp.startswith("policy"):
+            policies.append(comp)
+        if kind == "cpufreq_max":
+            fmin_khz = fmin_khz or rule.min_khz
+            fmax_khz = fmax_khz or rule.max_khz
+        if comp.startswith("gpu") and comp[3:].isdigit():
+            gpu_ids.add(int(comp[3:]))
+    comps: set[str] = set()
+    for entry in manifest.get("counters") or []:
+        rel = str(entry.get("path", "")).lstrip("/")
+        if not rel or ".." in rel.split("/"):
+            continue
+        comp = str(entry.get("component", ""))
+        comps.add(comp)
+        max_range = entry.get("maxRange")
+        counters.append(CounterFile(rel, str(entry.get("kind", "")), comp,
+                                    int(max_range) if isinstance(max_range, int) and max_range > 0 else None))
+        if comp.startswith("gpu") and comp[3:].isdigit():
+            gpu_ids.add(int(comp[3:]))
+    sockets = int(cpu.get("sockets", 0) or 0) or max(1, sum(1 for c in comps if c.startswith("pkg")))
+    params = _cpu_params(profile, sockets)
+    policies = sorted(set(policies), key=lambda p: int(p[6:]) if p[6:].isdigit() else 0)
+    pol_pkg = {pol: j * sockets // max(1, len(policies)) for j, pol in enumerate(policies)}
+    packages = [PackageModel(i, params, None, [p for p in policies if pol_pkg[p] == i]) for i in range(sockets)]
+    for c in counters:
+        if c.kind == "freq_khz" and c.component in pol_pkg:
+            c.component = f"pkg{pol_pkg[c.component]}"
+    vendor = str(gcfg.get("vendor") or "")
+    gpus: list[GpuModel] = []
+    nvml = vendor == "nvidia" and os.path.exists(os.path.join(node_dir, "state", "nvml.json"))
+    boards: list[dict[str, Any]] = getattr(profile, "boards", []) if profile is not None else []
+    bus_ids = [str(b) for b in gcfg.get("busIds") or []]
+    if nvml:
+        for i, board in enumerate(boards):
+            bp = board.get("power") or {}
+            default = bp.get("default_limit_mw")
+            gpus.append(GpuModel(i, "nvidia", _gpu_params(profile, i, None),
+                                 str((board.get("pci") or {}).get("bus_id", "")).lower(),
+                                 default / 1000.0 if default else None))
+    else:
+        for i in sorted(gpu_ids):
+            cap_max = None
+            sclk: tuple[int, ...] = ()
+            for w in writables:
+                if w.component == f"gpu{i}" and w.kind == "amdgpu_cap" and w.rule.max_uw:
+                    cap_max = w.rule.max_uw / 1e6
+                if w.component == f"gpu{i}" and w.kind == "amd_sclk":
+                    sclk = tuple(int(x) for x in w.rule.allowed if x.isdigit())
+            gparams = _gpu_params(profile, i, cap_max)
+            primary = None
+            share = 1.0
+            if gcfg.get("secondaryDies"):
+                # Two dies per package (MI250X): the primary die's cap holds the package, each die
+                # draws half of it.
+                share = 0.5
+                gparams = replace(gparams, idle_w=gparams.idle_w / 2, max_w=gparams.max_w / 2,
+                                  min_cap_w=gparams.min_cap_w / 2)
+                for w in writables:
+                    if w.component == f"gpu{i}" and w.kind == "amdgpu_cap" and w.rule.secondary:
+                        primary = i - 1
+            gpus.append(GpuModel(i, vendor or "amd", gparams, bus_ids[i] if i < len(bus_ids) else "", None, sclk,
+                                 primary, share))
+    for c in counters:
+        if c.kind == "power_uw":
+            c.secondary = any(w.component == c.component and w.kind == "amdgpu_cap" and w.rule.secondary
+                              for w in writables)
+    return NodeModel(
+        node=node, profile=str(getattr(profile, "name", manifest.get("profile", ""))), packages=packages, gpus=gpus,
+        writables=writables, counters=counters, fmax_khz=fmax_khz or 3_200_000, fmin_khz=fmin_khz or 1_200_000,
+        dram=any(c.startswith("dram") for c in comps), psys="psys" in comps,
+        core=any(c.startswith("core") for c in comps), nvml=nvml, virtual=bool(cpu.get("virtual")),
+    )
+
+
+def model_for(node_dir: str, node: str, profile: Any) -> NodeModel:
+    """The node's model: from ``state/manifest.json`` when the tree has one, else from a scan of the tree."""
+    path = os.path.join(node_dir, "state", "manifest.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except FileNotFoundError:
+        return scan(node_dir, node, profile)
+    except (OSError, ValueError) as exc:
+        from joulectl.errors import InputError
+
+        raise InputError(f"node {node}: unreadable manifest ({exc})", file=path) from None
+    if not isinstance(manifest, dict):
+        from joulectl.errors import InputError
+
+        raise InputError(f"node {node}: the manifest is not a JSON object", file=path)
+    return from_manifest(node_dir, node, profile, manifest)
+
+
 _KIND_ALIASES = {
     "rapl_limit": "rapl_limit", "amdgpu_cap": "amdgpu_cap", "intel_pl1": "intel_pl1",
     "cpufreq_governor": "cpufreq_governor", "epp": "epp", "amd_perf_level": "amd_perf_level",

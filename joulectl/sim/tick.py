@@ -41,6 +41,7 @@ KINDS = (
     "rapl_limit", "amdgpu_cap", "intel_pl1", "cpufreq_governor", "cpufreq_max", "cpufreq_min", "epp",
     "amd_perf_level", "amd_sclk", "no_turbo", "boost",
 )
+_FREQ_KINDS = frozenset({"cpufreq_governor", "cpufreq_max", "cpufreq_min", "epp", "no_turbo", "boost"})
 EPP_STRINGS = ("default", "performance", "balance_performance", "balance_power", "power")
 #: Frequency ceiling an EPP string leaves a package at (fraction of max): an assumption.
 EPP_FREQ = {"performance": 1.0, "balance_performance": 1.0, "default": 1.0, "balance_power": 0.85, "power": 0.7}
@@ -63,6 +64,8 @@ class Rule:
     min_khz: int | None = None
     max_khz: int | None = None
     default: str | None = None
+    base_khz: int | None = None
+    max_ms: int | None = None
 
 
 @dataclass
@@ -75,6 +78,7 @@ class Writable:
     component: str = ""
     text: str = ""
     sig: tuple[int, int, int] | None = None
+    path: str = ""
 
 
 @dataclass
@@ -86,6 +90,8 @@ class CounterFile:
     component: str
     max_range: int | None = None
     text: str = ""
+    secondary: bool = False
+    path: str = ""
 
 
 @dataclass
@@ -108,6 +114,8 @@ class GpuModel:
     bus_id: str = ""
     default_cap_w: float | None = None
     sclk_mhz: tuple[int, ...] = ()
+    primary: int | None = None
+    cap_share: float = 1.0
 
 
 @dataclass
@@ -204,24 +212,26 @@ def read_text(path: str) -> str | None:
 def write_in_place(path: str, text: str) -> tuple[int, int, int] | None:
     """Replace a file's content without replacing the file (same inode); its new signature.
 
-    The mode bits do not matter to the emulator: a read-only attribute (0444) is written through
-    a temporary ``chmod`` when the process is not root.
+    ``pwrite`` at offset 0 then ``ftruncate`` to the new length: never ``O_TRUNC``, whose
+    truncation to zero frees the file's block (a discard on this kind of ext4 costs milliseconds).
+    A read-only attribute (0444) is written through a temporary ``chmod`` when not root.
     """
     data = text.encode("utf-8")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        fd = os.open(path, os.O_WRONLY)
     except PermissionError:
         try:
             mode = os.stat(path).st_mode & 0o7777
             os.chmod(path, mode | 0o200)
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+            fd = os.open(path, os.O_WRONLY)
             os.chmod(path, mode)
         except OSError:
             return None
     except OSError:
         return None
     try:
-        os.write(fd, data)
+        n = os.pwrite(fd, data, 0)
+        os.ftruncate(fd, n)
         return _sig(os.fstat(fd))
     finally:
         os.close(fd)
@@ -259,10 +269,10 @@ def validate(w: Writable, written: str, *, governor: str | None = None) -> Verdi
             return _refuse(errno_mod.EINVAL, "not a decimal integer")
         uw = int(m.group(1))
         unit = max(1, r.unit_uw)
+        # No range check in intel_rapl: the value is converted to power units and masked to the
+        # field, so a limit past limitBits wraps as on hardware.
         if r.limit_bits:
             uw = ((uw // unit) % (1 << r.limit_bits)) * unit
-        if (r.min_uw is not None and uw < r.min_uw) or (r.max_uw is not None and uw > r.max_uw):
-            return _refuse(errno_mod.EINVAL, "out of range")
         return Verdict(f"{uw}\n")
     if kind == "amdgpu_cap":
         if r.secondary:
@@ -312,6 +322,18 @@ def validate(w: Writable, written: str, *, governor: str | None = None) -> Verdi
         if r.max_khz is not None:
             khz = min(khz, r.max_khz)
         return Verdict(f"{khz}\n")
+    if kind in ("rapl_time_window", "intel_pl1_interval"):
+        m = _UINT.match(value)
+        if not m:
+            return _refuse(errno_mod.EINVAL, "not a decimal integer")
+        if r.max_ms is not None and int(m.group(1)) > r.max_ms:
+            return _refuse(errno_mod.EINVAL, "above the maximum window")
+        return Verdict(f"{int(m.group(1))}\n")
+    if kind == "amd_partition":
+        upper = value.upper()
+        if upper not in {a.upper() for a in r.allowed}:
+            return _refuse(errno_mod.EINVAL, "not an available partition")
+        return Verdict(f"{upper}\n")
     if kind in ("no_turbo", "boost"):
         if value not in ("0", "1"):
             return _refuse(errno_mod.EINVAL, "only 0 or 1")
@@ -357,12 +379,16 @@ class NodeRuntime:
         self.writes = 0
         led = ledger_mod.load(node_dir)
         self.ledger = led if led is not None else ledger_mod.Ledger(model.node)
-        self._nvml_sig: tuple[int, int, int] | None = None
-        self._nvml: dict[str, Any] | None = None
         self.by_component: dict[str, list[Writable]] = {}
+        self._by_rel: dict[str, list[Writable]] = {}
+        self._index: dict[tuple[str, str], Writable] = {}
+        self._freq_cache: dict[int, float] | None = None
+        self._governors: dict[str, str] = {}
         for w in model.writables:
             self.by_component.setdefault(w.component, []).append(w)
-            path = self._p(w.rel)
+            self._by_rel.setdefault(w.rel, []).append(w)
+            self._index.setdefault((w.component, w.kind), w)
+            path = w.path = os.path.join(node_dir, w.rel)
             text = read_text(path)
             w.text = text if text is not None else ""
             w.sig = None
@@ -373,20 +399,16 @@ class NodeRuntime:
             if w.kind == "amd_sclk":
                 w.text = self._sclk_mask_text(w)
         for c in model.counters:
-            text = read_text(self._p(c.rel))
+            c.path = os.path.join(node_dir, c.rel)
+            text = read_text(c.path)
             c.text = text if text is not None else ""
         self._initial_check(time.time())
-
-    def _p(self, rel: str) -> str:
-        return os.path.join(self.dir, rel)
 
     # -- values in force -------------------------------------------------------------------------
 
     def value(self, component: str, kind: str) -> str | None:
-        for w in self.by_component.get(component, ()):
-            if w.kind == kind:
-                return w.text.strip()
-        return None
+        w = self._index.get((component, kind))
+        return w.text.strip() if w is not None else None
 
     def _sclk_mask_text(self, w: Writable) -> str:
         """The sclk mask in force, from a rendered table (all levels) or a written mask."""
@@ -405,12 +427,14 @@ class NodeRuntime:
         for w in self.model.writables:
             if w.kind == "amd_sclk" or not w.text:
                 continue
+            if w.rule.default is not None and w.text.strip() == w.rule.default.strip():
+                continue  # as rendered
             governor = self.value(w.component, "cpufreq_governor") if w.kind == "epp" else None
             verdict = validate(w, w.text, governor=governor)
             if verdict.text is None and w.rule.default is not None:
                 self._reject(w, w.text, verdict, now)
                 w.text = w.rule.default
-                w.sig = write_in_place(self._p(w.rel), w.text)
+                w.sig = write_in_place(w.path, w.text)
             elif verdict.text is not None:
                 w.text = verdict.text
 
@@ -422,14 +446,16 @@ class NodeRuntime:
 
     def readback(self, now: float) -> None:
         """Take or refuse what agents wrote since the last tick (one lstat per writable file)."""
+        lstat = os.lstat
         for w in self.model.writables:
-            path = self._p(w.rel)
             try:
-                sig = _sig(os.lstat(path))
+                st = lstat(w.path)
             except OSError:
                 continue
+            sig = (st.st_mtime_ns, st.st_size, st.st_ino)
             if sig == w.sig:
                 continue
+            path = w.path
             written = read_text(path)
             if written is None:
                 continue
@@ -450,30 +476,19 @@ class NodeRuntime:
                     "readback": verdict.text.strip(),
                 }))
             w.text = verdict.text
+            if w.kind in _FREQ_KINDS:
+                self._freq_cache = None
             out = self._sclk_render(w) if w.kind == "amd_sclk" else verdict.text
             if out != written:
                 w.sig = write_in_place(path, out)
                 self.writes += 1
             else:
                 w.sig = sig
-        if self.model.nvml and self.nvml_io is not None:
-            self._nvml_readback()
 
     def _sclk_render(self, w: Writable) -> str:
         levels = tuple(int(x) for x in w.rule.allowed)
         mask = [int(x) for x in w.text.split()] or list(range(len(levels)))
         return sclk_table(levels, max(mask)) if levels else w.text
-
-    def _nvml_readback(self) -> None:
-        path = self._p("state/nvml.json")
-        try:
-            sig = _sig(os.lstat(path))
-        except OSError:
-            return
-        if sig == self._nvml_sig and self._nvml is not None:
-            return
-        self._nvml = self.nvml_io.read(self.dir)
-        self._nvml_sig = sig
 
     # -- physics ---------------------------------------------------------------------------------
 
@@ -487,7 +502,7 @@ class NodeRuntime:
                            self.facility.get("periodH", 24.0), self.zone_offset_c)
         cpu_total = 0.0
         caps: dict[str, float | None] = {}
-        governors: dict[str, str] = {}
+        governors = self._governors
         freqs: dict[int, float] = {}
         energy: dict[str, tuple[str, float]] = {}
         comp_power: dict[str, float] = {}
@@ -495,7 +510,13 @@ class NodeRuntime:
             key = f"pkg{pkg.index}"
             cap_w = self._cpu_cap_w(key)
             caps[key] = cap_w
-            f_target = self._freq_target(pkg, governors)
+            if self._freq_cache is None:
+                self._freq_cache = {}
+                self._governors = {}
+            f_target = self._freq_cache.get(pkg.index)
+            if f_target is None:
+                f_target = self._freq_cache[pkg.index] = self._freq_target(pkg, self._governors)
+            governors = self._governors
             temp = st.get(f"T.{key}", amb)
             thermal = ph.throttle_fraction(temp, ph.CPU_THERMAL.throttle_start_c, ph.CPU_THERMAL.throttle_full_c)
             f_target = min(f_target, 1.0 - thermal)
@@ -528,12 +549,23 @@ class NodeRuntime:
         gpu_power: dict[str, float] = {}
         utils = ph.spread_load(load.gpu_util, len(m.gpus))
         wc, wm = ph.gpu_weights(load.gpu_class, load.memory_intensity)
-        for gpu, util in zip(m.gpus, utils, strict=False):
-            key = f"gpu{gpu.index}"
-            p = self._gpu_step(gpu, key, util, wc, wm, amb, dt_s, now, caps)
-            gpu_power[key] = p
-            comp_power[key] = p
-            gpu_total += p
+        session = self.nvml_io.session(self.dir) if (m.nvml and self.nvml_io is not None) else None
+        if session is not None:
+            session.__enter__()
+        try:
+            nvml_state = session.state if session is not None else None
+            for gpu, util in zip(m.gpus, utils, strict=False):
+                key = f"gpu{gpu.index}"
+                dev = self.nvml_io.device(nvml_state, gpu.index) if nvml_state is not None else None
+                p = self._gpu_step(gpu, key, util, wc, wm, amb, dt_s, now, caps, dev)
+                gpu_power[key] = p
+                comp_power[key] = p
+                gpu_total += p
+            if session is not None and nvml_state is not None:
+                self._nvml_commit(nvml_state, comp_power, dt_s)
+        finally:
+            if session is not None:
+                session.__exit__(None, None, None)
         if m.psys:
             comp_power["psys"] = cpu_total + gpu_total + 40.0
         comp_power["host"] = cpu_total + gpu_total
@@ -551,8 +583,6 @@ class NodeRuntime:
                 hw_type = "host"
             energy[comp] = (hw_type, total / unit)
         self._write_counters(freqs, st, comp_power)
-        if m.nvml and self.nvml_io is not None and self._nvml is not None:
-            self._nvml_write(utils, st, now)
         led.tick += 1
         led.time_s = now
         ledger_mod.write(self.dir, led)
@@ -592,27 +622,31 @@ class NodeRuntime:
             if epp is not None and gov != "performance":
                 f = min(f, EPP_FREQ.get(epp, 1.0 - _uint(epp, 0) / 255 * 0.3 if epp.isdigit() else 1.0))
             targets.append(ph.clamp(f, f_lo if f_lo <= f_hi else f_hi, 1.0))
-        return sum(targets) / len(targets) if targets else 1.0
+        f = sum(targets) / len(targets) if targets else 1.0
+        for w in self.by_component.get("cpu", ()):
+            off = (w.kind == "no_turbo" and w.text.strip() == "1") or (w.kind == "boost" and w.text.strip() == "0")
+            if off and w.rule.base_khz and w.rule.max_khz:
+                f = min(f, w.rule.base_khz / w.rule.max_khz)
+        return f
 
     def _gpu_step(self, gpu: GpuModel, key: str, util: float, wc: float, wm: float, amb: float, dt_s: float,
-                  now: float, caps: dict[str, float | None]) -> float:
+                  now: float, caps: dict[str, float | None], dev: dict[str, Any] | None) -> float:
         st = self.ledger.state
         g = gpu.params
         clock_frac = 1.0
         target = g.max_w
-        if gpu.vendor == "nvidia":
-            dev = self._nvml_dev(gpu.index)
-            if dev is not None:
-                target, clock_frac = self._nvml_limits(gpu, dev, util, now)
+        if dev is not None:
+            target, clock_frac = self._nvml_limits(gpu, dev, util, now)
         else:
-            for w in self.by_component.get(key, ()):
+            # A secondary die (MI250X) has no limit of its own: the primary die's cap holds the package.
+            cap_key = f"gpu{gpu.primary}" if gpu.primary is not None else key
+            for w in self.by_component.get(cap_key, ()):
                 if w.kind in ("amdgpu_cap", "intel_pl1"):
                     uw = _uint(w.text, 0)
-                    if w.kind == "amdgpu_cap" and w.rule.secondary:
-                        continue
                     if uw > 0:
-                        target = uw / 1_000_000.0
-                elif w.kind == "amd_perf_level":
+                        target = min(g.max_w, uw / 1_000_000.0 * gpu.cap_share)
+            for w in self.by_component.get(key, ()):
+                if w.kind == "amd_perf_level":
                     clock_frac = min(clock_frac, self._perf_level_frac(gpu, w.text.strip()))
         cap_prev = st.get(f"cap.{key}", target)
         cap = ph.first_order(cap_prev, target, dt_s, g.cap_tau_s)
@@ -627,6 +661,7 @@ class NodeRuntime:
         st[f"u.{key}"] = util
         natural = ph.gpu_natural_power(g, util, wc, wm, clock_frac)
         st[f"r.{key}"] = ph.clamp01(cap / natural) if natural > 0 else 1.0
+        st[f"c.{key}"] = clock_frac
         return power
 
     def _perf_level_frac(self, gpu: GpuModel, level: str) -> float:
@@ -646,37 +681,35 @@ class NodeRuntime:
 
     # -- NVML -----------------------------------------------------------------------------------
 
-    def _nvml_dev(self, index: int) -> dict[str, Any] | None:
-        if self._nvml is None or self.nvml_io is None:
-            return None
-        dev: dict[str, Any] | None = self.nvml_io.device(self._nvml, index)
-        return dev
-
     def _nvml_limits(self, gpu: GpuModel, dev: dict[str, Any], util: float, now: float) -> tuple[float, float]:
         io = self.nvml_io
-        limit_w = io.limit_w(dev)
-        if util < 0.01 and not io.persistence(dev) and gpu.default_cap_w is not None:
+        if util < 0.01 and not io.persistence(dev):
             default = io.default_w(dev)
-            if default is not None and abs(limit_w - default) > 1e-6:
+            locks = (dev.get("clocks") or {})
+            if default is not None and (abs(io.limit_w(dev) - default) > 1e-6 or locks.get("lockedGraphics")
+                                        or locks.get("lockedMemory")):
+                before = io.reset_to_default(dev)
                 self.events.append(Event(now, self.model.node, CAP_RESET, {
-                    "gpu": gpu.index, "bus_id": gpu.bus_id, "from_w": limit_w, "to_w": default,
-                    "reason": "persistence mode disabled and the GPU is idle",
+                    "gpu": gpu.index, "bus_id": gpu.bus_id, "from_mw": before["limitMw"],
+                    "to_mw": int(default * 1000), "locked_graphics": before["lockedGraphics"],
+                    "locked_memory": before["lockedMemory"],
+                    "reason": "persistence mode disabled and the GPU idle: the driver unloaded",
                 }))
-                io.set_limit_w(dev, default)
-                limit_w = default
-        return limit_w, io.clock_frac(dev)
+        return io.limit_w(dev), io.clock_frac(dev)
 
-    def _nvml_write(self, utils: list[float], st: dict[str, float], now: float) -> None:
-        assert self._nvml is not None
+    def _nvml_commit(self, state: dict[str, Any], comp_power: dict[str, float], dt_s: float) -> None:
         io = self.nvml_io
+        st = self.ledger.state
+        led = self.ledger.energy
         for gpu in self.model.gpus:
-            dev = io.device(self._nvml, gpu.index)
+            dev = io.device(state, gpu.index)
             if dev is None:
                 continue
             key = f"gpu{gpu.index}"
-            io.advance(dev, power_w=st.get(f"P.{key}", 0.0), energy_mj=self.ledger.energy.get(key, 0),
-                       temp_c=st.get(f"T.{key}", 30.0), util=st.get(f"u.{key}", 0.0), ratio=st.get(f"r.{key}", 1.0))
-        self._nvml_sig = io.write(self.dir, self._nvml)
+            energy_mj = led.get(key, 0) + round(comp_power.get(key, 0.0) * dt_s * 1000.0)
+            io.advance(dev, power_w=st.get(f"P.{key}", 0.0), energy_mj=energy_mj, temp_c=st.get(f"T.{key}", 30.0),
+                       util=st.get(f"u.{key}", 0.0), ratio=st.get(f"r.{key}", 1.0))
+        io.write(self.dir, state)
         self.writes += 1
 
     # -- counters --------------------------------------------------------------------------------
@@ -690,7 +723,13 @@ class NodeRuntime:
                 total = energy.get(comp, 0)
                 text = f"{total % c.max_range if c.max_range else total}\n"
             elif c.kind == "power_uw":
-                text = f"{round(st.get('P.' + comp, comp_power.get(comp, 0.0))) * 1_000_000}\n"
+                watts = 0.0 if c.secondary else st.get("P." + comp, comp_power.get(comp, 0.0))
+                text = f"{round(watts) * 1_000_000}\n"
+            elif c.kind == "sclk":
+                table = self._sclk_counter(comp, st)
+                if table is None:
+                    continue
+                text = table
             elif c.kind == "freq_khz":
                 pkg = int(comp[3:]) if comp.startswith("pkg") and comp[3:].isdigit() else 0
                 khz = round(freqs.get(pkg, 1.0) * m.fmax_khz / 1000) * 1000
@@ -699,6 +738,21 @@ class NodeRuntime:
                 text = f"{round(st.get('T.' + comp, 30.0)) * 1000}\n"
             else:
                 continue
-            if text != c.text and write_in_place(self._p(c.rel), text) is not None:
-                c.text = text
-                self.writes += 1
+            if text != c.text:
+                sig = write_in_place(c.path, text)
+                if sig is not None:
+                    c.text = text
+                    self.writes += 1
+                    for w in self._by_rel.get(c.rel, ()):
+                        w.sig = sig
+
+    def _sclk_counter(self, comp: str, st: dict[str, float]) -> str | None:
+        """``pp_dpm_sclk`` with ``*`` on the level the clock runs at (the highest within the bound)."""
+        idx = int(comp[3:]) if comp[3:].isdigit() else -1
+        gpu = next((g for g in self.model.gpus if g.index == idx), None)
+        if gpu is None or not gpu.sclk_mhz:
+            return None
+        levels = gpu.sclk_mhz
+        bound = st.get(f"c.{comp}", 1.0) * max(levels) + 0.5
+        allowed = [i for i, mhz in enumerate(levels) if mhz <= bound] or [0]
+        return sclk_table(levels, max(allowed))

@@ -1,0 +1,210 @@
+"""The tick loop's side of ``state/nvml.json``, the NVIDIA GPUs' mutable state.
+
+The fake nvidia-smi (:mod:`joulectl.sim.tools`) writes limits, clock locks and persistence mode
+into the file under an exclusive ``flock`` on ``state/nvml.lock``; the tick takes the same lock
+for its read-modify-write, so neither loses the other's update. Inside the lock the tick
+``lstat``s the file and reads it only when it changed since its own last write; otherwise it
+works from the copy it keeps in memory. Fields the tick owns: power draw, energy, current clocks,
+temperature, utilisation (and the limit and locks when persistence mode is off and the GPU idles).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from typing import Any
+
+from joulectl.sim.tools.state import NVML_LOCK, NVML_STATE
+
+
+def _lock_path(node_dir: str) -> str:
+    return os.path.join(node_dir, NVML_LOCK)
+
+
+def _state_path(node_dir: str) -> str:
+    return os.path.join(node_dir, NVML_STATE)
+
+
+def _sig(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _range(value: Any) -> tuple[int, int] | None:
+    """A clock lock as ``(min, max)`` MHz from ``[min, max]``, ``{"min", "max"}`` or one number."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    if isinstance(value, dict) and "max" in value:
+        hi = int(value["max"])
+        lo = value.get("min")
+        return (int(lo) if lo is not None else hi), hi
+    if isinstance(value, (int, float)):
+        return int(value), int(value)
+    return None
+
+
+class NvmlSession:
+    """One node's locked read-modify-write of ``state/nvml.json`` for one tick."""
+
+    def __init__(self, io: NvmlIO, node_dir: str) -> None:
+        self.io = io
+        self.dir = node_dir
+        self.fd = -1
+        self.state: dict[str, Any] | None = None
+
+    def __enter__(self) -> NvmlSession:
+        self.fd = os.open(_lock_path(self.dir), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        self.state = self.io.refresh(self.dir)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self.fd)
+
+
+class NvmlIO:
+    """Reads, interprets and writes ``state/nvml.json`` (one instance per worker process)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+        self.reads = 0
+
+    def session(self, node_dir: str) -> NvmlSession:
+        """``with io.session(dir) as s:`` — the lock held, ``s.state`` current."""
+        return NvmlSession(self, node_dir)
+
+    def refresh(self, node_dir: str) -> dict[str, Any] | None:
+        """The node's state: the cached copy when the file did not change since the last write."""
+        path = _state_path(node_dir)
+        try:
+            sig = _sig(os.lstat(path))
+        except OSError:
+            return None
+        cached = self._cache.get(node_dir)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        state = self.read(node_dir)
+        self._cache[node_dir] = (sig, state)
+        return state
+
+    def read(self, node_dir: str) -> dict[str, Any]:
+        """The file's content (no lock: for status, which only reads)."""
+        self.reads += 1
+        with open(_state_path(node_dir), encoding="utf-8") as fh:
+            state: dict[str, Any] = json.load(fh)
+        return state
+
+    def write(self, node_dir: str, state: dict[str, Any]) -> None:
+        """Replace the file atomically (temporary file and rename; the caller holds the lock)."""
+        path = _state_path(node_dir)
+        tmp = f"{path}.{os.getpid()}.tick.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(state, fh, separators=(",", ":"))
+        os.replace(tmp, path)
+        self._cache[node_dir] = (_sig(os.lstat(path)), state)
+
+    # -- reading a device ------------------------------------------------------------------------
+
+    @staticmethod
+    def devices(state: dict[str, Any]) -> list[dict[str, Any]]:
+        gpus = state.get("gpus") or []
+        return [g for g in gpus if isinstance(g, dict)]
+
+    def device(self, state: dict[str, Any], index: int) -> dict[str, Any] | None:
+        for dev in self.devices(state):
+            if int(dev.get("index", -1)) == index:
+                return dev
+        return None
+
+    @staticmethod
+    def limit_w(dev: dict[str, Any]) -> float:
+        """The software power limit in force, W."""
+        power = dev.get("power") or {}
+        mw = power.get("limitMw", power.get("enforcedLimitMw", power.get("defaultLimitMw", 0)))
+        return float(mw) / 1000.0
+
+    @staticmethod
+    def default_w(dev: dict[str, Any]) -> float | None:
+        mw = (dev.get("power") or {}).get("defaultLimitMw")
+        return float(mw) / 1000.0 if mw is not None else None
+
+    @staticmethod
+    def persistence(dev: dict[str, Any]) -> bool:
+        return str(dev.get("persistenceMode", "Enabled")).lower() in ("enabled", "1", "true", "on")
+
+    @staticmethod
+    def sm_bound_mhz(dev: dict[str, Any]) -> tuple[float, float]:
+        """(highest SM clock the locks allow, the SM maximum), MHz.
+
+        A graphics clock lock bounds it by its maximum; a memory clock lock by the ``smMaxByMem``
+        ceiling of the locked memory clock (L40S: lower memory clocks offer only lower graphics clocks).
+        """
+        clocks = dev.get("clocks") or {}
+        sm_max = float(clocks.get("smMaxMhz") or clocks.get("graphicsMaxMhz") or 0.0)
+        bound = sm_max
+        g = _range(clocks.get("lockedGraphics"))
+        if g is not None and g[1] > 0:
+            bound = min(bound, float(g[1])) if bound else float(g[1])
+        m = _range(clocks.get("lockedMemory"))
+        by_mem = dev.get("smMaxByMem") or {}
+        if m is not None and by_mem:
+            ceiling = by_mem.get(str(m[1]))
+            if ceiling is not None:
+                bound = min(bound, float(ceiling)) if bound else float(ceiling)
+        return bound, sm_max
+
+    def clock_frac(self, dev: dict[str, Any]) -> float:
+        bound, sm_max = self.sm_bound_mhz(dev)
+        return bound / sm_max if sm_max > 0 and bound > 0 else 1.0
+
+    # -- writing a device ------------------------------------------------------------------------
+
+    @staticmethod
+    def reset_to_default(dev: dict[str, Any]) -> dict[str, Any]:
+        """Persistence off and idle: the driver unloads; limit and clock locks go back to default."""
+        power = dev.setdefault("power", {})
+        clocks = dev.setdefault("clocks", {})
+        before = {"limitMw": power.get("limitMw"), "lockedGraphics": clocks.get("lockedGraphics"),
+                  "lockedMemory": clocks.get("lockedMemory")}
+        default = power.get("defaultLimitMw")
+        if default is not None:
+            power["limitMw"] = default
+            power["enforcedLimitMw"] = default
+        clocks["lockedGraphics"] = None
+        clocks["lockedMemory"] = None
+        return before
+
+    def advance(self, dev: dict[str, Any], *, power_w: float, energy_mj: int, temp_c: float, util: float,
+                ratio: float) -> None:
+        """Write one tick's readings into a device: draw, energy, clocks, temperature, utilisation."""
+        power = dev.setdefault("power", {})
+        clocks = dev.setdefault("clocks", {})
+        # A field the profile marks unsupported (gpus.fieldSupport) is printed as its token: never written.
+        if "power.draw" not in (dev.get("fieldSupport") or {}):
+            power["drawMw"] = round(power_w * 1000.0)
+        power["energyMj"] = int(energy_mj)
+        limit = power.get("limitMw")
+        if limit is not None:
+            power["enforcedLimitMw"] = limit
+        bound, sm_max = self.sm_bound_mhz(dev)
+        if util < 0.01:
+            lows = [min(c["graphicsMhz"]) for c in dev.get("supportedClocks") or [] if c.get("graphicsMhz")]
+            sm = float(min(lows)) if lows else 0.2 * sm_max
+            sm = min(sm, bound) if bound else sm
+        else:
+            sm = bound * (max(0.0, min(1.0, ratio)) ** (1.0 / 1.35))
+        clocks["smMhz"] = round(sm)
+        clocks["graphicsMhz"] = round(sm)
+        m = _range(clocks.get("lockedMemory"))
+        if m is not None:
+            clocks["memoryMhz"] = m[1]
+        elif clocks.get("memoryMaxMhz"):
+            clocks["memoryMhz"] = clocks["memoryMaxMhz"]
+        dev["temperatureC"] = round(temp_c)
+        dev["utilizationGpu"] = round(util * 100)
+        dev["pstate"] = "P0" if util >= 0.01 else "P8"

@@ -1,0 +1,474 @@
+"""``simulate run`` and ``simulate status``: the tick loop over every node of a cluster spec.
+
+:func:`run` renders the nodes that have no tree yet and resumes the others (never rendering them
+again; a tree of another profile or node stops the start with an error naming the node), then
+steps every node each tick, in real time or, with ``fast``, as fast as it computes. Nodes are
+sharded over worker processes that keep their nodes' state in memory between ticks; the main
+process writes events, the OTLP and Prometheus files, and the facility figures. Ctrl-C stops
+after the current tick.
+
+:func:`status` reads what is in force from the trees and their ledgers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import signal
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from joulectl.errors import InputError, JoulectlError
+from joulectl.sim import layout, telemetry
+from joulectl.sim import ledger as ledger_mod
+from joulectl.sim import physics as ph
+from joulectl.sim.tick import BaseLoad, Event, NodeModel, NodeRuntime, Sample
+
+#: Workers contend past about 12 (emulate-mode seed, "Tick cost").
+MAX_WORKERS = 12
+ProgressFn = Callable[[int, int | None, list[Sample]], None]
+
+
+@dataclass
+class RunSummary:
+    """What a run did."""
+
+    nodes: int
+    rendered: int
+    resumed: int
+    ticks: int
+    workers: int
+    seconds: float
+    interrupted: bool = False
+    events: int = 0
+    overruns: int = 0
+    tick_seconds: list[float] = field(default_factory=list)
+    power_w: float = 0.0
+
+    @property
+    def median_tick_s(self) -> float:
+        return statistics.median(self.tick_seconds) if self.tick_seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"apiVersion": "sim.joulie.io/v1alpha1", "kind": "SimulationRun", "nodes": self.nodes,
+                "rendered": self.rendered, "resumed": self.resumed, "ticks": self.ticks,
+                "workers": self.workers, "seconds": round(self.seconds, 3), "interrupted": self.interrupted,
+                "events": self.events, "overruns": self.overruns,
+                "medianTickSeconds": round(self.median_tick_s, 6), "powerWatts": round(self.power_w, 2)}
+
+
+@dataclass
+class NodeEntry:
+    """What a worker needs to run one node."""
+
+    dir: str
+    model: NodeModel
+    load: BaseLoad
+    zone_offset_c: float
+    facility: dict[str, float]
+
+
+def default_workers() -> int:
+    """``min(cpu count, 12)``."""
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+# -- trees -----------------------------------------------------------------------------------------
+
+
+def read_node_info(node_dir: str) -> dict[str, Any] | None:
+    """``state/node.json`` of a rendered tree, or None when it has none."""
+    path = os.path.join(node_dir, "state", "node.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"unreadable node state ({exc})", file=path) from None
+    return doc if isinstance(doc, dict) else None
+
+
+def _ensure_trees(spec: Any, root: str) -> tuple[int, int]:
+    """Render missing trees and resume existing ones (never rendered again); (rendered, resumed).
+
+    A tree of another node, profile or profile values, or with an entry of the wrong kind, stops
+    the start with the renderer's error naming the node.
+    """
+    from joulectl.sim import tree
+
+    stats = tree.render_nodes(spec.nodes, root)
+    return len(stats.rendered), len(stats.resumed)
+
+
+# -- workers -------------------------------------------------------------------------------------
+
+
+class Shard:
+    """A set of nodes stepped together (in this process or in a worker process)."""
+
+    def __init__(self, entries: list[NodeEntry], nvml_io: Any) -> None:
+        self.nodes = [NodeRuntime(e.dir, e.model, e.load, zone_offset_c=e.zone_offset_c, facility=e.facility,
+                                  nvml_io=nvml_io if e.model.nvml else None) for e in entries]
+
+    def tick(self, now: float, dt_s: float) -> tuple[list[Sample], list[Event]]:
+        samples: list[Sample] = []
+        events: list[Event] = []
+        for rt in self.nodes:
+            rt.readback(now)
+            samples.append(rt.step(now, dt_s))
+            if rt.events:
+                events.extend(rt.events)
+                rt.events = []
+        return samples, events
+
+    def startup_events(self) -> list[Event]:
+        events: list[Event] = []
+        for rt in self.nodes:
+            events.extend(rt.events)
+            rt.events = []
+        return events
+
+
+def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        shard = Shard(entries, nvml_io)
+        conn.send(("ready", shard.startup_events()))
+        while True:
+            msg = conn.recv()
+            if msg[0] != "tick":
+                break
+            conn.send(("ok", shard.tick(msg[1], msg[2])))
+    except (EOFError, KeyboardInterrupt):
+        pass
+    except Exception as exc:  # reported to the main process, which raises it there
+        try:
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        except OSError:
+            pass
+    finally:
+        conn.close()
+
+
+class _Pool:
+    """Shards in worker processes (fork), or one shard in this process for one worker."""
+
+    def __init__(self, shards: list[list[NodeEntry]], nvml_io: Any) -> None:
+        self.local: Shard | None = None
+        self.procs: list[tuple[Any, Connection]] = []
+        self.startup: list[Event] = []
+        if len(shards) == 1:
+            self.local = Shard(shards[0], nvml_io)
+            self.startup = self.local.startup_events()
+            return
+        ctx = multiprocessing.get_context("fork")
+        for entries in shards:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker, args=(child, entries, nvml_io), daemon=True)
+            proc.start()
+            child.close()
+            self.procs.append((proc, parent))
+        for _proc, conn in self.procs:
+            self.startup.extend(self._recv(conn))
+
+    @staticmethod
+    def _recv(conn: Connection) -> Any:
+        try:
+            kind, payload = conn.recv()
+        except EOFError:
+            raise JoulectlError("a simulator worker stopped unexpectedly") from None
+        if kind == "error":
+            raise JoulectlError(f"a simulator worker failed: {payload}")
+        return payload
+
+    def tick(self, now: float, dt_s: float) -> tuple[list[Sample], list[Event]]:
+        if self.local is not None:
+            return self.local.tick(now, dt_s)
+        for _proc, conn in self.procs:
+            conn.send(("tick", now, dt_s))
+        samples: list[Sample] = []
+        events: list[Event] = []
+        for _proc, conn in self.procs:
+            s, e = self._recv(conn)
+            samples.extend(s)
+            events.extend(e)
+        samples.sort(key=lambda x: x.node)
+        return samples, events
+
+    def close(self) -> None:
+        for proc, conn in self.procs:
+            try:
+                conn.send(("stop",))
+            except OSError:
+                pass
+            conn.close()
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+        self.procs = []
+
+
+# -- building the models -------------------------------------------------------------------------
+
+
+def build_entries(spec: Any, root: str) -> list[NodeEntry]:
+    """One :class:`NodeEntry` per spec node; the layout is scanned once per resolved profile."""
+    templates: dict[str, NodeModel] = {}
+    fac = spec.facility
+    facility = {"ambientC": fac.ambient_c, "amplitudeC": fac.amplitude_c, "periodH": fac.period_h}
+    entries: list[NodeEntry] = []
+    for node in spec.nodes:
+        node_dir = os.path.join(root, node.name)
+        key = node.profile.profile_hash()
+        template = templates.get(key)
+        if template is None:
+            template = layout.model_for(node_dir, node.name, node.profile)
+            templates[key] = template
+        model = layout.instantiate(template, node.name)
+        offset = fac.cooling_zones.get(node.cooling_zone, 0.0) if node.cooling_zone else 0.0
+        entries.append(NodeEntry(node_dir, model, BaseLoad.from_mapping(node.base_load), offset, facility))
+    return entries
+
+
+def peak_it_w(models: list[NodeModel]) -> float:
+    """The facility's peak IT power: every package at its maximum, DRAM at 15 W, every GPU at max."""
+    total = 0.0
+    for m in models:
+        for pkg in m.packages:
+            total += max(pkg.params.curve_w) if pkg.params.curve_w else pkg.params.max_w
+            total += 15.0 if m.dram else 0.0
+        total += sum(g.params.max_w for g in m.gpus)
+    return total
+
+
+def facility_figures(spec_facility: Any, now: float, it_w: float, peak_w: float) -> telemetry.Facility:
+    amb = ph.ambient_c(now, spec_facility.ambient_c, spec_facility.amplitude_c, spec_facility.period_h)
+    load = ph.clamp01(it_w / peak_w) if peak_w > 0 else 0.0
+    value = ph.pue(amb, load)
+    return telemetry.Facility(amb, it_w, value, ph.cooling_w(it_w, value))
+
+
+# -- run -------------------------------------------------------------------------------------------
+
+
+def run(
+    spec_path: str,
+    root: str,
+    *,
+    ticks: int | None = None,
+    duration_s: float | None = None,
+    tick_s: float = 1.0,
+    fast: bool = False,
+    workers: int | None = None,
+    profiles_dir: str | None = None,
+    progress: ProgressFn | None = None,
+) -> RunSummary:
+    """Render or resume every node of the spec, then run the tick loop."""
+    from joulectl.sim.clusterspec import load_spec
+
+    if tick_s <= 0 or not math.isfinite(tick_s):
+        raise InputError("must be a positive number of seconds", field="--tick")
+    if ticks is not None and ticks < 0:
+        raise InputError("must not be negative", field="--ticks")
+    if duration_s is not None and (duration_s < 0 or not math.isfinite(duration_s)):
+        raise InputError("must be a non-negative number of seconds", field="--duration")
+    if workers is not None and workers < 1:
+        raise InputError("must be at least 1", field="--workers")
+    spec = load_spec(spec_path, profiles_dir)
+    root = os.path.abspath(root)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise InputError("not a directory", file=root, field="--root")
+    os.makedirs(root, exist_ok=True)
+    rendered, resumed = _ensure_trees(spec, root)
+    entries = build_entries(spec, root)
+    return run_entries(entries, root, spec.facility, ticks=ticks, duration_s=duration_s, tick_s=tick_s,
+                       fast=fast, workers=workers, progress=progress, rendered=rendered, resumed=resumed)
+
+
+def _nvml_io() -> Any:
+    try:
+        from joulectl.sim.nvml_io import NvmlIO
+    except ImportError:
+        return None
+    return NvmlIO()
+
+
+def run_entries(
+    entries: list[NodeEntry],
+    root: str,
+    spec_facility: Any,
+    *,
+    ticks: int | None = None,
+    duration_s: float | None = None,
+    tick_s: float = 1.0,
+    fast: bool = False,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+    rendered: int = 0,
+    resumed: int = 0,
+    clock: Callable[[], float] = time.time,
+) -> RunSummary:
+    """The tick loop over prepared nodes (what :func:`run` does after the trees exist)."""
+    n_workers = max(1, min(workers or default_workers(), len(entries) or 1))
+    shards = [entries[i::n_workers] for i in range(n_workers)]
+    total = ticks
+    if total is None and duration_s is not None:
+        total = math.ceil(duration_s / tick_s - 1e-9)
+    stop = {"flag": False}
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        stop["flag"] = True
+
+    old_handler = None
+    try:
+        old_handler = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread
+        old_handler = None
+    summary = RunSummary(nodes=len(entries), rendered=rendered, resumed=resumed, ticks=0, workers=n_workers,
+                         seconds=0.0)
+    wall0 = time.monotonic()
+    pool = _Pool(shards, _nvml_io())
+    try:
+        summary.events += telemetry.append_events(root, pool.startup)
+        models = [e.model for e in entries]
+        peak = peak_it_w(models)
+        profiles = {e.model.node: e.model.profile for e in entries}
+        start = clock()
+        prev = start
+        k = 0
+        while (total is None or k < total) and not stop["flag"]:
+            if fast:
+                now = prev + tick_s
+            else:
+                wait = start + (k + 1) * tick_s - clock()
+                while wait > 0 and not stop["flag"]:
+                    time.sleep(min(wait, 0.1))
+                    wait = start + (k + 1) * tick_s - clock()
+                if stop["flag"]:
+                    break
+                now = clock()
+            dt = max(0.0, now - prev)
+            t0 = time.monotonic()
+            samples, events = pool.tick(now, dt)
+            prev = now
+            it_w = sum(s.power_w for s in samples)
+            fac = facility_figures(spec_facility, now, it_w, peak)
+            elapsed = time.monotonic() - t0
+            if elapsed > tick_s:
+                summary.overruns += 1
+            summary.events += telemetry.append_events(root, events)
+            telemetry.write_tick(root, samples, fac, profiles, tick_seconds=elapsed,
+                                 overruns=summary.overruns)
+            summary.tick_seconds.append(elapsed)
+            summary.power_w = it_w
+            k += 1
+            summary.ticks = k
+            if progress is not None:
+                progress(k, total, samples)
+    finally:
+        pool.close()
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
+    summary.interrupted = stop["flag"]
+    summary.seconds = time.monotonic() - wall0
+    return summary
+
+
+# -- status --------------------------------------------------------------------------------------
+
+
+def _rounded(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def node_status(node_dir: str, info: dict[str, Any]) -> dict[str, Any]:
+    """One node's figures from its tree and ledger."""
+    name = str(info.get("node") or os.path.basename(node_dir))
+    led = ledger_mod.load(node_dir)
+    model = layout.scan(node_dir, name, None)
+    rt_values: dict[str, str] = {}
+    for w in model.writables:
+        text = ""
+        try:
+            with open(os.path.join(node_dir, w.rel), encoding="utf-8", errors="replace") as fh:
+                text = fh.read(4096).strip()
+        except OSError:
+            continue
+        rt_values.setdefault(f"{w.component}/{w.kind}", text)
+    caps: dict[str, float | None] = {}
+    for pkg in model.packages:
+        raw = rt_values.get(f"pkg{pkg.index}/rapl_limit")
+        caps[f"pkg{pkg.index}"] = int(raw) / 1e6 if raw and raw.isdigit() else None
+    for gpu in model.gpus:
+        key = f"gpu{gpu.index}"
+        raw = rt_values.get(f"{key}/amdgpu_cap") or rt_values.get(f"{key}/intel_pl1")
+        caps[key] = int(raw) / 1e6 if raw and raw.isdigit() else None
+    nvml_caps = _nvml_caps(node_dir)
+    caps.update(nvml_caps)
+    governors = sorted({v for k, v in rt_values.items() if k.endswith("/cpufreq_governor")})
+    epp = sorted({v for k, v in rt_values.items() if k.endswith("/epp")})
+    perf = {k.split("/")[0]: v for k, v in rt_values.items() if k.endswith("/amd_perf_level")}
+    energy_j: dict[str, float] = {}
+    power: float | None = None
+    tick = 0
+    updated = None
+    if led is not None:
+        tick = led.tick
+        updated = telemetry.iso(led.time_s) if led.time_s else None
+        power = led.state.get("P")
+        for cid, total in sorted(led.energy.items()):
+            unit = 1000.0 if (cid.startswith("gpu") and model.nvml) else 1e6
+            energy_j[cid] = round(total / unit, 3)
+    return {
+        "node": name,
+        "profile": info.get("profile"),
+        "ticks": tick,
+        "updated": updated,
+        "powerWatts": _rounded(power),
+        "energyJoules": energy_j.get("host", round(sum(v for k, v in energy_j.items() if k != "psys"), 3)),
+        "energy": {k: v for k, v in energy_j.items() if k != "host"},
+        "capsWatts": caps,
+        "governors": {"cpu": governors, "epp": epp, "gpuPerfLevels": perf},
+    }
+
+
+def _nvml_caps(node_dir: str) -> dict[str, float | None]:
+    io = _nvml_io()
+    if io is None or not os.path.exists(os.path.join(node_dir, "state", "nvml.json")):
+        return {}
+    try:
+        state = io.read(node_dir)
+    except (OSError, ValueError):
+        return {}
+    caps: dict[str, float | None] = {}
+    for i, dev in enumerate(io.devices(state)):
+        caps[f"gpu{i}"] = io.limit_w(dev)
+    return caps
+
+
+def status(root: str) -> dict[str, Any]:
+    """Per node under ``root``: power, energy, caps and governors in force."""
+    root = os.path.abspath(root)
+    if not os.path.isdir(root):
+        raise InputError("not a directory", file=root, field="--root")
+    nodes = []
+    for name in sorted(os.listdir(root)):
+        node_dir = os.path.join(root, name)
+        info = read_node_info(node_dir) if os.path.isdir(node_dir) else None
+        if info is None:
+            continue
+        nodes.append(node_status(node_dir, info))
+    if not nodes:
+        raise InputError("no rendered node trees here (run `joulectl simulate render` first)", file=root,
+                         field="--root")
+    return {"apiVersion": "sim.joulie.io/v1alpha1", "kind": "SimulationStatus", "root": root,
+            "powerWatts": round(sum(n["powerWatts"] or 0.0 for n in nodes), 2),
+            "nodes": nodes}

@@ -1,0 +1,238 @@
+"""`simulate run` / `simulate status` through the runtime API, on trees the renderer makes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from joulectl.errors import InputError
+from joulectl.sim import ledger as lg
+from joulectl.sim import runtime
+from joulectl.sim.tools.state import nvml_transaction, read_nvml_state
+
+SPEC = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {{name: t}}
+spec:
+  defaults:
+    baseLoad: {{cpuUtil: 1.0, gpuUtil: {gpu_util}, memoryIntensity: 0.2}}
+  facility: {{ambientC: 20, amplitudeC: 5, periodH: 24, coolingZones: [{{name: zone-a, offsetC: 0}}]}}
+  pools:
+{pools}
+"""
+
+
+def write_spec(tmp_path: Path, pools: str, gpu_util: float = 1.0, name: str = "spec.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(SPEC.format(pools=pools, gpu_util=gpu_util))
+    return str(path)
+
+
+def energy(root: Path, node: str) -> dict[str, int]:
+    led = lg.load(str(root / node))
+    assert led is not None
+    return led.energy
+
+
+def test_run_renders_then_resumes_and_counters_continue(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "  - {name: vm, profile: vm-no-powercap, count: 2, coolingZone: zone-a}")
+    root = tmp_path / "root"
+    first = runtime.run(spec, str(root), ticks=3, fast=True, workers=1)
+    assert (first.nodes, first.rendered, first.resumed, first.ticks) == (2, 2, 0, 3)
+    after_first = energy(root, "vm-0")["host"]
+    assert after_first > 0
+    second = runtime.run(spec, str(root), ticks=2, fast=True, workers=2)
+    assert (second.rendered, second.resumed, second.ticks, second.workers) == (0, 2, 2, 2)
+    after_second = energy(root, "vm-0")["host"]
+    # Two more one-second ticks of the same load: the counter continues, it does not restart.
+    assert after_second == pytest.approx(after_first * 5 / 3, rel=0.01)
+    led = lg.load(str(root / "vm-0"))
+    assert led is not None and led.tick == 5
+
+
+def test_status_reports_power_energy_caps_and_governors(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "  - {name: intel, profile: intel-xeon-2s-rapl, count: 1}")
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=2, fast=True, workers=1)
+    status = runtime.status(str(root))
+    assert status["kind"] == "SimulationStatus"
+    [node] = status["nodes"]
+    assert node["node"] == "intel-0"
+    assert node["profile"] == "intel-xeon-2s-rapl"
+    assert node["ticks"] == 2
+    assert node["powerWatts"] > 0
+    assert node["energyJoules"] == pytest.approx(2 * node["powerWatts"], rel=0.01)
+    assert node["capsWatts"] == {"pkg0": 270.0, "pkg1": 270.0}
+    assert node["governors"]["cpu"] == ["powersave"]
+    assert node["governors"]["epp"] == ["balance_performance"]
+    assert set(node["energy"]) >= {"pkg0", "pkg1", "dram0", "dram1", "psys"}
+
+
+def test_status_of_a_directory_without_trees_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        runtime.status(str(tmp_path))
+    assert "--root: no rendered node trees here" in str(err.value)
+    with pytest.raises(InputError) as err:
+        runtime.status(str(tmp_path / "missing"))
+    assert "--root: not a directory" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tick_s": 0.0}, "--tick: must be a positive number of seconds"),
+        ({"ticks": -1}, "--ticks: must not be negative"),
+        ({"duration_s": -2.0}, "--duration: must be a non-negative number of seconds"),
+        ({"workers": 0}, "--workers: must be at least 1"),
+    ],
+)
+def test_bad_run_arguments(tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
+    spec = write_spec(tmp_path, "  - {name: vm, profile: vm-no-powercap, count: 1}")
+    with pytest.raises(InputError) as err:
+        runtime.run(spec, str(tmp_path / "root"), **kwargs)
+    assert message in str(err.value)
+
+
+def test_tree_of_another_profile_stops_the_start_naming_the_node(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    runtime.run(write_spec(tmp_path, "  - {name: vm, profile: vm-no-powercap, count: 1}"), str(root), ticks=1,
+                fast=True)
+    other = write_spec(tmp_path, "  - {name: vm, profile: intel-xeon-2s-rapl, count: 1}", name="other.yaml")
+    with pytest.raises(InputError) as err:
+        runtime.run(other, str(root), ticks=1, fast=True)
+    assert "node vm-0" in str(err.value)
+    assert "intel-xeon-2s-rapl" in str(err.value)
+
+
+def test_tree_with_an_entry_of_the_wrong_kind_stops_the_start(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    spec = write_spec(tmp_path, "  - {name: vm, profile: vm-no-powercap, count: 1}")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    (root / "vm-0" / "etc" / "hostname").unlink()
+    (root / "vm-0" / "etc" / "hostname").mkdir()
+    with pytest.raises(InputError) as err:
+        runtime.run(spec, str(root), ticks=1, fast=True)
+    assert "node vm-0" in str(err.value)
+    assert "/etc/hostname" in str(err.value)
+
+
+def test_duration_in_fast_mode_counts_ticks(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "  - {name: vm, profile: vm-no-powercap, count: 1}")
+    summary = runtime.run(spec, str(tmp_path / "root"), duration_s=2.5, tick_s=0.5, fast=True)
+    assert summary.ticks == 5
+
+
+def test_workers_split_nodes_with_the_same_results(tmp_path: Path) -> None:
+    pools = "  - {name: vm, profile: vm-no-powercap, count: 3}"
+    one = tmp_path / "one"
+    two = tmp_path / "two"
+    runtime.run(write_spec(tmp_path, pools), str(one), ticks=4, fast=True, workers=1)
+    summary = runtime.run(write_spec(tmp_path, pools), str(two), ticks=4, fast=True, workers=2)
+    assert summary.workers == 2
+    for node in ("vm-0", "vm-1", "vm-2"):
+        assert energy(one, node) == energy(two, node)
+
+
+def test_ctrl_c_stops_after_the_current_tick(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "  - {name: vm, profile: vm-no-powercap, count: 1}")
+    seen: list[int] = []
+
+    def progress(done: int, total: int | None, samples: list[Any]) -> None:
+        seen.append(done)
+        if done == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    summary = runtime.run(spec, str(tmp_path / "root"), tick_s=0.05, progress=progress)
+    assert summary.interrupted
+    assert summary.ticks == 2
+    assert seen == [1, 2]
+    led = lg.load(str(tmp_path / "root" / "vm-0"))
+    assert led is not None and led.tick == 2
+
+
+def _gpu_power(root: Path, node: str, gpu: int) -> float:
+    led = lg.load(str(root / node))
+    assert led is not None
+    return led.state[f"P.gpu{gpu}"]
+
+
+def test_cap_set_through_nvml_state_shows_in_next_tick(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}")
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    full = _gpu_power(root, "h100-0", 0)
+    with nvml_transaction(str(root / "h100-0")) as state:  # what `nvidia-smi -i 0 -pl 300` writes
+        state["gpus"][0]["power"]["limitMw"] = 300_000
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert _gpu_power(root, "h100-0", 0) == pytest.approx(300.0, abs=1.0)
+    assert _gpu_power(root, "h100-0", 1) == pytest.approx(full)
+    dev = read_nvml_state(str(root / "h100-0"))["gpus"][0]
+    assert dev["power"]["drawMw"] == pytest.approx(300_000, abs=1000)
+    assert dev["power"]["enforcedLimitMw"] == 300_000
+    assert dev["power"]["energyMj"] == energy(root, "h100-0")["gpu0"]
+    assert dev["power"]["energyMj"] > 0
+
+
+def test_graphics_and_memory_clock_locks_bound_clocks_and_power(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "  - {name: l40s, profile: nvidia-l40s-4gpu, count: 1}")
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    full = _gpu_power(root, "l40s-0", 0)
+    with nvml_transaction(str(root / "l40s-0")) as state:
+        state["gpus"][0]["clocks"]["lockedGraphics"] = [210, 1200]
+        state["gpus"][1]["clocks"]["lockedMemory"] = [405, 405]
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    gpus = read_nvml_state(str(root / "l40s-0"))["gpus"]
+    assert gpus[0]["clocks"]["smMhz"] <= 1200
+    assert gpus[1]["clocks"]["smMhz"] <= 645  # smMaxByMem: 405 MHz memory offers graphics up to 645 MHz
+    assert gpus[1]["clocks"]["memoryMhz"] == 405
+    assert gpus[2]["clocks"]["smMhz"] > 1200
+    assert _gpu_power(root, "l40s-0", 0) < full
+    assert _gpu_power(root, "l40s-0", 1) < _gpu_power(root, "l40s-0", 0)
+
+
+def test_persistence_off_idle_gpu_drops_its_limit_to_default(tmp_path: Path) -> None:
+    pools = ("  - {name: nopm, profile: nvidia-h100-sxm-8gpu, count: 1,"
+             " overrides: {gpus: {persistenceMode: disabled}}}\n"
+             "  - {name: pm, profile: nvidia-h100-sxm-8gpu, count: 1}")
+    spec = write_spec(tmp_path, pools, gpu_util=0.0)
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    for node in ("nopm-0", "pm-0"):
+        with nvml_transaction(str(root / node)) as state:
+            state["gpus"][2]["power"]["limitMw"] = 400_000
+    runtime.run(spec, str(root), ticks=2, fast=True)
+    assert read_nvml_state(str(root / "nopm-0"))["gpus"][2]["power"]["limitMw"] == 700_000
+    assert read_nvml_state(str(root / "pm-0"))["gpus"][2]["power"]["limitMw"] == 400_000
+    events = [json.loads(line) for line in (root / "events.jsonl").read_text().splitlines()]
+    resets = [e for e in events if e["name"] == "joulie.sim.cap.reset"]
+    assert len(resets) == 1
+    assert resets[0]["node"] == "nopm-0"
+    assert resets[0]["attributes"]["gpu"] == 2
+    assert resets[0]["attributes"]["from_mw"] == 400_000
+    assert resets[0]["attributes"]["to_mw"] == 700_000
+
+
+def test_refused_sysfs_write_on_a_rendered_tree_is_logged(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "  - {name: w7900, profile: amd-radeon-pro-w7900, count: 1}")
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    manifest = json.loads((root / "w7900-0" / "state" / "manifest.json").read_text())
+    [cap] = [w for w in manifest["writable"] if w["kind"] == "amdgpu_cap"]
+    path = root / "w7900-0" / cap["path"]
+    before = path.read_text()
+    path.write_text("200000000\n")  # the W7900 takes 241 W only
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert path.read_text() == before
+    events = [json.loads(line) for line in (root / "events.jsonl").read_text().splitlines()]
+    [event] = [e for e in events if e["name"] == "joulie.sim.write.rejected"]
+    assert event["node"] == "w7900-0"
+    assert event["attributes"]["error.type"] == "einval"
+    assert event["attributes"]["file"] == "/" + cap["path"]
+    assert event["time"].endswith("Z")
