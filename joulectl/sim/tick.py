@@ -569,7 +569,7 @@ class NodeRuntime:
         if m.psys:
             comp_power["psys"] = cpu_total + gpu_total + 40.0
         comp_power["host"] = cpu_total + gpu_total
-        st.setdefault("t0", now)
+        st.setdefault("t0", round(now, 3))
         # Energy: unwrapped totals in the ledger, µJ (mJ for NVML GPUs).
         for comp, watts in comp_power.items():
             unit = 1000.0 if (comp.startswith("gpu") and m.nvml) else 1_000_000.0

@@ -1,0 +1,125 @@
+"""Telemetry of a run: OTLP JSON lines, the Prometheus text file and events.jsonl."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from joulectl.sim import runtime, telemetry
+from joulectl.sim.tick import Event, Sample
+
+SPEC = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: t}
+spec:
+  facility: {ambientC: 20, amplitudeC: 5, periodH: 24}
+  pools:
+  - {name: intel, profile: intel-xeon-2s-rapl, count: 1}
+  - {name: flex, profile: intel-flex-170-4gpu, count: 1}
+  - {name: vm, profile: vm-no-powercap, count: 1}
+"""
+
+
+def _attrs(point: dict[str, Any]) -> dict[str, str]:
+    return {a["key"]: a["value"]["stringValue"] for a in point["attributes"]}
+
+
+def _otlp(root: Path) -> dict[str, dict[str, Any]]:
+    """host.name -> {metric name: metric}."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in (root / "telemetry" / "otlp.jsonl").read_text().splitlines():
+        req = json.loads(line)
+        [rm] = req["resourceMetrics"]
+        host = _attrs(rm["resource"])["host.name"]
+        [sm] = rm["scopeMetrics"]
+        out[host] = {m["name"]: m for m in sm["metrics"]}
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, dict[str, Any]]]]:
+    tmp = tmp_path_factory.mktemp("tel")
+    spec = tmp / "spec.yaml"
+    spec.write_text(SPEC)
+    root = tmp / "root"
+    snapshots = []
+    for _ in range(2):
+        runtime.run(str(spec), str(root), ticks=2, fast=True, workers=1)
+        snapshots.append(_otlp(root))
+    return root, snapshots
+
+
+def test_otlp_per_node_metrics_and_none_for_a_vm(run_root: tuple[Path, list[Any]]) -> None:
+    root, snaps = run_root
+    metrics = snaps[-1]
+    assert set(metrics) == {"intel-0", "flex-0", "facility"}  # vm-0 exports nothing
+    intel = metrics["intel-0"]
+    assert intel["hw.host.energy"]["unit"] == "J"
+    assert intel["hw.host.energy"]["sum"]["isMonotonic"] is True
+    assert intel["hw.host.energy"]["sum"]["aggregationTemporality"] == 2
+    parts = {_attrs(p)["hw.id"]: _attrs(p)["hw.type"] for p in intel["hw.energy"]["sum"]["dataPoints"]}
+    assert parts["pkg0"] == "cpu" and parts["pkg1"] == "cpu"
+    assert parts["dram0"] == "memory" and parts["dram1"] == "memory"
+    assert "hw.power" not in intel
+    flex = metrics["flex-0"]
+    gpu_parts = {_attrs(p)["hw.id"]: _attrs(p)["hw.type"] for p in flex["hw.energy"]["sum"]["dataPoints"]}
+    assert {k: v for k, v in gpu_parts.items() if k.startswith("gpu")} == {f"gpu{i}": "gpu" for i in range(4)}
+    power = flex["hw.power"]
+    assert power["unit"] == "W"
+    assert {_attrs(p)["hw.type"] for p in power["gauge"]["dataPoints"]} == {"gpu"}
+    assert len(power["gauge"]["dataPoints"]) == 4
+    fac = metrics["facility"]
+    assert 1.0 <= fac["joulie.sim.facility.pue"]["gauge"]["dataPoints"][0]["asDouble"] <= 3.0
+    assert not list((root / "telemetry").glob("*.tmp*"))
+
+
+def test_otlp_counters_continue_across_a_restart(run_root: tuple[Path, list[Any]]) -> None:
+    _, (first, second) = run_root
+    p1 = first["intel-0"]["hw.host.energy"]["sum"]["dataPoints"][0]
+    p2 = second["intel-0"]["hw.host.energy"]["sum"]["dataPoints"][0]
+    assert p2["asDouble"] == pytest.approx(2 * p1["asDouble"], rel=0.01)
+    assert p2["startTimeUnixNano"] == p1["startTimeUnixNano"]  # no counter reset
+    assert int(p2["timeUnixNano"]) > int(p1["timeUnixNano"])
+
+
+def test_prometheus_text_file(run_root: tuple[Path, list[Any]]) -> None:
+    root, snaps = run_root
+    text = (root / "metrics.prom").read_text()
+    assert "# TYPE hw_host_energy_joules_total counter" in text
+    assert "# TYPE hw_power_watts gauge" in text
+    host = re.search(r'^hw_host_energy_joules_total\{node="intel-0"\} ([0-9.]+)$', text, re.MULTILINE)
+    assert host is not None
+    otlp = snaps[-1]["intel-0"]["hw.host.energy"]["sum"]["dataPoints"][0]["asDouble"]
+    assert float(host.group(1)) == pytest.approx(otlp)
+    assert re.search(r'^hw_energy_joules_total\{node="intel-0",hw_id="pkg0",hw_type="cpu"\} [0-9.]+$', text,
+                     re.MULTILINE)
+    assert len(re.findall(r'^hw_power_watts\{node="flex-0",hw_id="gpu\d",hw_type="gpu"\}', text, re.MULTILINE)) == 4
+    assert 'hw_host_energy_joules_total{node="vm-0"}' not in text
+    assert re.search(r'^joulie_sim_node_power_watts\{node="vm-0"\} [0-9.]+$', text, re.MULTILINE)
+    assert re.search(r"^joulie_sim_facility_pue [0-9.]+$", text, re.MULTILINE)
+    for line in text.splitlines():
+        assert line.startswith("#") or re.match(r"^[a-z_]+(\{[^}]*\})? -?[0-9.]+(e[-+]?\d+)?$", line), line
+
+
+def test_append_events_format(tmp_path: Path) -> None:
+    n = telemetry.append_events(str(tmp_path), [
+        Event(1_800_000_000.25, "n1", "joulie.sim.write.rejected", {"errno": 22, "error.type": "einval"}),
+        Event(1_800_000_001.0, "n2", "joulie.sim.cap.reset", {"gpu": 1}),
+    ])
+    assert n == 2
+    assert telemetry.append_events(str(tmp_path), []) == 0
+    lines = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert lines[0] == {"time": "2027-01-15T08:00:00.250Z", "node": "n1", "name": "joulie.sim.write.rejected",
+                        "attributes": {"errno": 22, "error.type": "einval"}}
+    assert lines[1]["node"] == "n2"
+
+
+def test_label_values_are_escaped() -> None:
+    s = Sample('we"ird', 1.0, 10.0, 10.0, 0.0, {"host": ("host", 5.0)}, {}, {}, {}, start_s=0.5)
+    text = telemetry.prometheus([s], None)
+    assert 'hw_host_energy_joules_total{node="we\\"ird"} 5.000000' in text
