@@ -236,14 +236,18 @@ def _nv_set(
     except PresetBlocked as e:
         return _result(dev, Status.BLOCKED, str(e), preset=preset, before=before)
     wanted = {"graphics": plan.graphics, "memory": plan.memory}
+    # The clocks discover just read: a lock the journal holds but the clocks contradict is gone
+    # (a reboot or driver reload drops every lock), so it is set again.
+    sampled = {"graphics": dev.clocks.get("graphics_mhz"), "memory": dev.clocks.get("memory_mhz")}
     steps: list[tuple[str, ClockLock | None]] = []
     for domain in ("graphics", "memory"):  # -lgc before -lmc
         want = wanted[domain]
         have = journal.current(bus, NV_SETTINGS[domain])
+        now = sampled[domain]
         if want is None:
             if journal.set_by_joulectl(bus, NV_SETTINGS[domain]):
                 steps.append((domain, None))
-        elif have != want.text():
+        elif have != want.text() or (isinstance(now, (int, float)) and not want.contains(now)):
             steps.append((domain, want))
     target = _nv_describe(plan.graphics.text() if plan.graphics else None,
                           plan.memory.text() if plan.memory else None)
@@ -253,11 +257,15 @@ def _nv_set(
             msg = f"{' and '.join(operator)} clocks {OPERATOR}" if operator else "no lock set by joulectl"
             return _result(dev, Status.UNCHANGED, msg, preset=preset, before=before, after=before)
         rec = journal.current(bus, PRESET) or {}
-        status = Status.UNCHANGED
         msg = "already in force"
         if isinstance(rec, dict) and rec.get("status") == str(Status.APPLIED_UNVERIFIED):
-            msg = "already set; " + UNVERIFIED_HINT
-        return _result(dev, status, msg, preset=preset, before=before, after=target)
+            checked = [sampled[d] for d in ("graphics", "memory") if wanted[d] is not None]
+            if checked and all(isinstance(v, (int, float)) for v in checked):
+                _mark_verified(journal, bus, dev.vendor, dev.model)
+                msg = "already in force (clocks inside the lock)"
+            else:
+                msg = "already set; " + UNVERIFIED_HINT
+        return _result(dev, Status.UNCHANGED, msg, preset=preset, before=before, after=target)
     if dry_run:
         cmds = ", ".join(f"lock {d} {w.describe()}" if w else f"undo joulectl's {d} lock" for d, w in steps)
         return _result(dev, Status.PLANNED, f"would {cmds} via {ctx.transport.name}", preset=preset,

@@ -356,3 +356,22 @@ def test_accepted_presets_per_gpu(tmp_path: Path) -> None:
     assert gov.accepted_presets(nvidia_gpu(0), ctx, H100) == ("auto", "sustained", "efficient", "low", "peak")
     assert gov.accepted_presets(nvidia_gpu(0, arch="volta"), ctx, H100) == ()
     assert gov.accepted_presets(intel_gpu(1), ctx, H100) == ()
+
+
+def test_a_lock_lost_in_a_reboot_is_set_again(tmp_path: Path) -> None:
+    root = _root(tmp_path, [H100_TABLE])
+    host, journal = Host(str(root)), Journal()
+    gov.apply_preset(host, inventory([nvidia_gpu(0)]), journal, "efficient")
+    # the next cron run: discover reads the clocks inside the lock -> nothing written, now verified
+    dev = nvidia_gpu(0)
+    dev.clocks.update(graphics_mhz=1485, memory_mhz=2619)
+    r = gov.apply_preset(host, inventory([dev]), journal, "efficient")[0]
+    assert (r.status, r.message) == (Status.UNCHANGED, "already in force (clocks inside the lock)")
+    assert journal.current(bus(0), "governorPreset") == {"preset": "efficient", "status": "applied"}
+    assert len(_calls(root)) == 1
+    # after a reboot the GPU boosts to 1980 MHz again: the journal's lock is gone and is set again
+    dev.clocks.update(graphics_mhz=1980)
+    r = gov.apply_preset(host, inventory([dev]), journal, "efficient")[0]
+    assert r.status == Status.APPLIED_UNVERIFIED
+    assert _calls(root)[-1] == ["-i", bus(0), "-lgc", "345,1485"]
+    assert journal.original(bus(0), "gpuLockedClocks") is None
