@@ -278,3 +278,14 @@ def test_examples_against_the_example_cluster(cli: Callable[..., Any]) -> None:
     assert _by_node(train)["a100-0"]["reason"] == "needs 8 nvidia.com/gpu of type H100, node has 0 matching of 8"
     # the init container (8 CPU) runs alone: the trainer's 64 CPU is the pod's CPU request
     assert train["cpuRequest"] == 64
+
+
+def test_plan_flags_are_validated_like_plan(cli: Callable[..., Any], files: Callable[..., list[str]],
+                                            tmp_path: Path) -> None:
+    pods = files([_pod("p", {})])[0]
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\npools: []\n")
+    assert _err(cli, pods, "--spec", str(spec), "--performance-fraction", "2") == (
+        2, "joulectl: error: --performance-fraction: must be between 0 and 1, got 2.0")
+    assert _err(cli, pods, "--spec", str(spec), "--policy", "weird") == (
+        2, "joulectl: error: --policy: unknown policy 'weird' (expected static or queue-aware)")
