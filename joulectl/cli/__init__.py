@@ -66,6 +66,15 @@ def _global(
         set_color(False)
 
 
+def _fast_params() -> None:
+    from joulectl.cli.fastparams import install
+
+    install()
+
+
+_fast_params()
+
+
 def _register() -> None:
     from joulectl.cli import cap, completion, discover, governor, plan, schedule_check, simulate
 

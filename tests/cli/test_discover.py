@@ -323,3 +323,38 @@ def test_watch_ctrl_c_exits_130(root: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tool-timeout", "0", "discover"),
+         "Invalid value for '--tool-timeout': Input should be greater than or equal to 0.1"),
+        (("--tool-timeout", "soon", "discover"),
+         "Invalid value for '--tool-timeout': Input should be a valid number, unable to parse string as a number"),
+        (("discover", "--watch", "1", "--count", "0"),
+         "Invalid value for '--count': Input should be greater than or equal to 1"),
+        (("discover", "--watch", "1", "--count", "x"),
+         "Invalid value for '--count': Input should be a valid integer, unable to parse string as an integer"),
+    ],
+)
+def test_bad_option_values(cli: Cli, root: Path, args: tuple[str, ...], message: str) -> None:
+    trees.vm_host(root)
+    r = cli("--root", root, *args)
+    assert r.exit_code == 2
+    assert f"Error: {message}" in r.stderr
+
+
+def test_discover_does_not_import_pydantic_yaml_rich_or_pynvml(root: Path) -> None:
+    """Start-up stays near ``import typer``: plain options skip typer's pydantic coercion
+    (joulectl.cli.fastparams) and the heavy modules are imported only by what needs them."""
+    trees.amd_mi300x_x8(root)
+    code = (
+        "import sys\nfrom joulectl.cli import run\n"
+        f"code = run(['--root', {str(root)!r}, 'discover', '-o', 'json'])\n"
+        "heavy = sorted(m for m in ('pydantic', 'yaml', 'rich', 'pynvml', 'joulectl.sim') if m in sys.modules)\n"
+        "print('HEAVY', code, heavy, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "NO_COLOR": "1", "JOULECTL_NVIDIA_TRANSPORT": "smi"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert "HEAVY 0 []" in proc.stderr

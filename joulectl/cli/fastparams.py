@@ -1,0 +1,126 @@
+"""Plain option values without pydantic: keeps every command's start-up near ``import typer``.
+
+typer 0.29 coerces every option value through a pydantic ``TypeAdapter``; the first one imports
+pydantic (and pydantic-core, asyncio ...), which costs more than importing typer itself, on every
+command. joulectl's options are plain ``str``, ``int``, ``float`` and ``bool`` (optionally
+``| None``), so :func:`install` gives such parameters a small coercer with the same results and the
+same error messages ("Input should be a valid integer, ...", "Input should be greater than or
+equal to 1"). Anything else (lists, enums, paths, custom parsers or click types) keeps typer's own
+coercion. If typer's internals are not what this expects, nothing is installed.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import Any, Union, get_args, get_origin
+
+_PLAIN = (bool, int, float, str)
+_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
+_FALSE = frozenset({"0", "false", "f", "no", "n", "off"})
+
+
+def _plain_type(annotation: Any) -> type | None:
+    """``str``/``int``/``float``/``bool``, or one of them ``| None``; else None."""
+    if annotation in _PLAIN:
+        return annotation  # type: ignore[no-any-return]
+    origin = get_origin(annotation)
+    if origin is Union or origin is types.UnionType:
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and args[0] in _PLAIN and len(get_args(annotation)) == 2:
+            return args[0]  # type: ignore[no-any-return]
+    return None
+
+
+def _fmt(bound: Any) -> str:
+    return str(bound)
+
+
+def install() -> bool:
+    """Route plain parameters of every typer command to the fast coercer. Returns whether it did."""
+    try:
+        from typer import BadParameter
+        from typer._coercion import RuntimeParam
+        from typer.core import _TyperParameter
+    except ImportError:  # pragma: no cover - another typer layout: keep its coercion
+        return False
+    original = getattr(_TyperParameter, "get_runtime_param", None)
+    if original is None or getattr(original, "_joulectl_fast", False):
+        return False
+
+    @dataclass(frozen=True)
+    class PlainRuntimeParam(RuntimeParam):  # type: ignore[misc]
+        target: type
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            out = self._convert(value, param, ctx)
+            info = self.parameter_info
+            if self.target in (int, float):
+                if info.min is not None and out < info.min:
+                    if info.clamp:
+                        return type(out)(info.min)
+                    raise BadParameter(f"Input should be greater than or equal to {_fmt(info.min)}", ctx=ctx,
+                                       param=param)
+                if info.max is not None and out > info.max:
+                    if info.clamp:
+                        return type(out)(info.max)
+                    raise BadParameter(f"Input should be less than or equal to {_fmt(info.max)}", ctx=ctx,
+                                       param=param)
+            return out
+
+        def _convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            t = self.target
+            if t is str:
+                return value if isinstance(value, str) else str(value)
+            if t is bool:
+                if isinstance(value, bool):
+                    return value
+                text = str(value).strip().lower()
+                if text in _TRUE:
+                    return True
+                if text in _FALSE:
+                    return False
+                raise BadParameter("Input should be a valid boolean, unable to interpret input", ctx=ctx,
+                                   param=param)
+            if isinstance(value, bool):
+                return t(value)
+            if t is int:
+                if isinstance(value, int):
+                    return value
+                try:
+                    return int(str(value).strip())
+                except ValueError:
+                    raise BadParameter("Input should be a valid integer, unable to parse string as an integer",
+                                       ctx=ctx, param=param) from None
+            if isinstance(value, (int, float)):
+                return float(value)
+            try:
+                return float(str(value).strip())
+            except ValueError:
+                raise BadParameter("Input should be a valid number, unable to parse string as a number",
+                                   ctx=ctx, param=param) from None
+
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            desc = self.type_descriptor
+            info = desc.parameter_info
+            target = _plain_type(desc.annotation)
+            plain = (
+                target is not None
+                and desc.file_annotation is None
+                and getattr(info, "parser", None) is None
+                and getattr(info, "click_type", None) is None
+                and not getattr(info, "count", False)
+                and not desc.is_choice
+            )
+            if plain and target is not None:
+                self._runtime_param = PlainRuntimeParam(
+                    parameter_info=info, annotation=desc.annotation, target=target
+                )
+            else:
+                return original(self)
+        return self._runtime_param
+
+    get_runtime_param._joulectl_fast = True  # type: ignore[attr-defined]
+    _TyperParameter.get_runtime_param = get_runtime_param  # type: ignore[method-assign]
+    return True
