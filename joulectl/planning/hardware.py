@@ -33,7 +33,8 @@ class NodeFacts:
     """The hardware facts of one node that planning and the twin need."""
 
     name: str
-    labels: dict[str, str]
+    #: the node's labels as found (values are normally strings; use :meth:`label`)
+    labels: Mapping[str, Any]
     unschedulable: bool
     has_hardware: bool
     # CPU
@@ -62,6 +63,12 @@ class NodeFacts:
     gpu_density: float
     model_cap: ModelCap | None
     model_cap_key: str | None
+    #: the hardware signature the facts were computed for (shared by identical nodes), or None
+    key: Any = None
+
+    def label(self, key: str) -> str | None:
+        value = self.labels.get(key)
+        return None if value is None else str(value)
 
     @property
     def is_gpu_node(self) -> bool:
@@ -74,9 +81,14 @@ class NodeFacts:
     @property
     def family(self) -> str:
         """Joulie's family key, with the catalog key when the model is catalogued."""
-        if self.is_gpu_node:
-            return f"gpu:{self.gpu_key or self.gpu_model or 'unknown-gpu'}"
-        return f"cpu:{self.cpu_key or self.cpu_model or 'unknown-cpu'}"
+        cached: str | None = self.__dict__.get("_family")
+        if cached is None:
+            if self.is_gpu_node:
+                cached = f"gpu:{self.gpu_key or self.gpu_model or 'unknown-gpu'}"
+            else:
+                cached = f"cpu:{self.cpu_key or self.cpu_model or 'unknown-cpu'}"
+            self.__dict__["_family"] = cached
+        return cached
 
     @property
     def cpu_tdp_w(self) -> float:
@@ -143,7 +155,10 @@ def node_facts(
     meta = _mapping(node.get("metadata"))
     name = str(meta.get("name") or "")
     raw_labels = _mapping(meta.get("labels"))
-    labels = {str(k): str(v) for k, v in raw_labels.items()}
+
+    def label(key: str) -> str:
+        value = raw_labels.get(key)
+        return "" if value is None else str(value)
     spec = _mapping(node.get("spec"))
     status = _mapping(node.get("status"))
     hw_status = _mapping(_mapping(hardware).get("status")) if hardware else {}
@@ -156,13 +171,13 @@ def node_facts(
         for n in (
             _first_text(hw_cpu.get("model")),
             _first_text(hw_cpu.get("rawModel")),
-            *(_first_text(labels.get(k)) for k in CPU_MODEL_LABELS),
+            *(_first_text(label(k)) for k in CPU_MODEL_LABELS),
         )
         if n
     ]
     cpu_entry = next((e for e in map(_cpu_entry, cpu_names) if e), None)
     sockets = _pos_int(hw_cpu.get("sockets")) or next(
-        (s for s in (_pos_int(labels.get(k)) for k in CPU_SOCKET_LABELS) if s), 0
+        (s for s in (_pos_int(label(k)) for k in CPU_SOCKET_LABELS) if s), 0
     )
     sockets_known = sockets > 0
     sockets = sockets or 1
@@ -194,7 +209,7 @@ def node_facts(
     count, count_source = node_gpu_count(node, hardware)
     devices = [d for d in hw_gpu.get("devices") or [] if isinstance(d, Mapping)] if hw_gpu else []
     label_product = next(
-        (strip_gfd_suffix(labels[k]) for k in GPU_PRODUCT_LABEL_KEYS if labels.get(k, "").strip()), None
+        (strip_gfd_suffix(label(k)) for k in GPU_PRODUCT_LABEL_KEYS if label(k).strip()), None
     )
     dev0 = devices[0] if devices else {}
     gpu_names = [
@@ -258,7 +273,7 @@ def node_facts(
 
     return NodeFacts(
         name=name,
-        labels=labels,
+        labels=raw_labels,
         unschedulable=spec.get("unschedulable") is True,
         has_hardware=bool(hardware),
         cpu_model=cpu_names[0] if cpu_names else None,
@@ -302,3 +317,56 @@ def _presets(hw_gpu: Mapping[str, Any], entry: GpuEntry | None, count: int) -> t
     if entry.vendor == "amd":
         return GPU_PRESETS, "catalog"
     return (), "catalog"
+
+
+#: Every label :func:`node_facts` and :func:`joulectl.k8s.node_gpu_count` read: with the node's
+#: capacity and allocatable, the signature of its hardware. Keep in step with both functions.
+SIGNATURE_LABELS = (
+    *CPU_MODEL_LABELS,
+    *CPU_SOCKET_LABELS,
+    *GPU_PRODUCT_LABEL_KEYS,
+    "joulie.io/hw.gpu-count",
+    "nvidia.com/gpu.count",
+    "gpu.intel.com/device.count",
+)
+
+
+def _resources_key(resources: Any) -> tuple[tuple[Any, Any], ...] | None:
+    return tuple(sorted(resources.items())) if isinstance(resources, Mapping) else None
+
+
+class FactsCache:
+    """:func:`node_facts` computed once per hardware signature: a fleet of 10,000 nodes has a few
+    dozen kinds of node. Nodes with a NodeHardware object are computed one by one."""
+
+    def __init__(self, model_caps: Mapping[str, ModelCap], governor_model_presets: frozenset[str]) -> None:
+        self.model_caps = model_caps
+        self.governor_model_presets = governor_model_presets
+        self._templates: dict[Any, NodeFacts] = {}
+
+    def facts(self, node: Mapping[str, Any], hardware: Mapping[str, Any] | None) -> NodeFacts:
+        if hardware:
+            return node_facts(node, hardware, self.model_caps, self.governor_model_presets)
+        meta = _mapping(node.get("metadata"))
+        labels = _mapping(meta.get("labels"))
+        status = _mapping(node.get("status"))
+        key = (
+            tuple(labels.get(k) for k in SIGNATURE_LABELS),
+            _resources_key(status.get("capacity")),
+            _resources_key(status.get("allocatable")),
+        )
+        try:
+            template = self._templates.get(key)
+        except TypeError:  # an unhashable value somewhere: no sharing
+            return node_facts(node, None, self.model_caps, self.governor_model_presets)
+        if template is None:
+            template = node_facts(node, None, self.model_caps, self.governor_model_presets)
+            template.key = key
+            self._templates[key] = template
+            return template
+        facts = object.__new__(NodeFacts)
+        facts.__dict__.update(template.__dict__)
+        facts.name = str(meta.get("name") or "")
+        facts.labels = labels
+        facts.unschedulable = _mapping(node.get("spec")).get("unschedulable") is True
+        return facts

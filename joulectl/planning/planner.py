@@ -17,7 +17,7 @@ from joulectl.errors import InputError
 from joulectl.k8s import PodRef, pod_excludes_eco, sanitize_name
 from joulectl.planning import policy, twin
 from joulectl.planning.caps import CapPlan, num, plan_caps
-from joulectl.planning.hardware import COOLING_ZONE_LABEL, RACK_LABEL, RESERVED_LABEL, NodeFacts, node_facts
+from joulectl.planning.hardware import COOLING_ZONE_LABEL, RACK_LABEL, RESERVED_LABEL, FactsCache, NodeFacts
 from joulectl.planning.options import POLICY_NAMES, ClusterInput, PlanOptions
 
 API_VERSION = "joulie.io/v1alpha1"
@@ -36,23 +36,23 @@ class PlanResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def _selector_miss(labels: Mapping[str, str], selector: Mapping[str, str | None] | None) -> str | None:
+def _selector_miss(facts: NodeFacts, selector: Mapping[str, str | None] | None) -> str | None:
     for key, value in (selector or {}).items():
         if value is None:
-            if key not in labels:
+            if key not in facts.labels:
                 return f"does not match the selector (no label {key})"
-        elif labels.get(key) != value:
+        elif facts.label(key) != value:
             return f"does not match the selector {key}={value}"
     return None
 
 
 def ineligibility(facts: NodeFacts, selector: Mapping[str, str | None] | None) -> str | None:
     """Why a node is not planned (reserved, unschedulable, selector), or None."""
-    if facts.labels.get(RESERVED_LABEL) == "true":
+    if facts.label(RESERVED_LABEL) == "true":
         return f"reserved ({RESERVED_LABEL}=true)"
     if facts.unschedulable:
         return "unschedulable (cordoned)"
-    return _selector_miss(facts.labels, selector)
+    return _selector_miss(facts, selector)
 
 
 def _running(pod: PodRef) -> bool:
@@ -82,7 +82,7 @@ def _ambient(facts: NodeFacts, facility: Mapping[str, Any] | None) -> float | No
     if not facility or facility.get("ambientC") is None:
         return None
     ambient = float(facility["ambientC"])
-    zone = facts.labels.get(COOLING_ZONE_LABEL)
+    zone = facts.label(COOLING_ZONE_LABEL)
     for z in facility.get("coolingZones") or []:
         if zone and z.get("name") == zone:
             ambient += float(z.get("offsetC") or 0.0)
@@ -99,14 +99,55 @@ def _score(value: float) -> float | int:
 
 
 @dataclass
+class _Sized:
+    """A profile's caps and budgets for one kind of hardware, with the numbers a twin prints."""
+
+    caps: CapPlan
+    budget: twin.Budget
+    measurement: dict[str, float | int]  # powerMeasurement's budget fields
+    cap_state: dict[str, float | int]
+    density_score: float | int
+
+
+@dataclass
 class _Planned:
     facts: NodeFacts
     profile: str
     draining: bool
-    caps: CapPlan
-    budget: twin.Budget
+    sized: _Sized
     measured_w: float
     baseline_w: float
+
+
+class _Sizer:
+    """Caps and budgets per (hardware signature, profile), computed once."""
+
+    def __init__(self, options: PlanOptions) -> None:
+        self.options = options
+        self._cache: dict[tuple[Any, str], _Sized] = {}
+
+    def __call__(self, facts: NodeFacts, profile: str) -> _Sized:
+        key = (facts.key if facts.key is not None else id(facts), profile)
+        sized = self._cache.get(key)
+        if sized is None:
+            caps = plan_caps(facts, profile, self.options)
+            b = twin.budget(facts.cpu_tdp_w, facts.gpu_tdp_w, caps.cpu_pct, caps.gpu_pct)
+            sized = _Sized(
+                caps=caps,
+                budget=b,
+                measurement={
+                    "cpuCappedPowerW": num(b.cpu_capped_w),
+                    "gpuCappedPowerW": num(b.gpu_capped_w),
+                    "nodeCappedPowerW": num(b.node_capped_w),
+                    "cpuTdpW": num(b.cpu_tdp_w),
+                    "gpuTdpW": num(b.gpu_tdp_w),
+                    "nodeTdpW": num(b.node_tdp_w),
+                },
+                cap_state={"cpuPct": _score(caps.cpu_pct), "gpuPct": _score(caps.gpu_pct)},
+                density_score=_score(twin.density_score(facts.total_cores, facts.gpu_count)),
+            )
+            self._cache[key] = sized
+        return sized
 
 
 def plan(cluster: ClusterInput, options: PlanOptions, *, now: datetime | None = None) -> PlanResult:
@@ -115,6 +156,7 @@ def plan(cluster: ClusterInput, options: PlanOptions, *, now: datetime | None = 
     model_caps = options.model_cap_table()
     governor_models = frozenset(normalize(strip_gfd_suffix(str(k))) for k in options.governor_model_presets)
     now = now or datetime.now(timezone.utc)
+    facts_cache = FactsCache(model_caps, governor_models)
 
     eligible: list[NodeFacts] = []
     ineligible: list[tuple[str, str]] = []
@@ -123,7 +165,7 @@ def plan(cluster: ClusterInput, options: PlanOptions, *, now: datetime | None = 
         name = str(meta.get("name") or "")
         if not name:
             raise InputError("a node has no metadata.name", file=cluster.source)
-        facts = node_facts(node, cluster.hardware.get(name), model_caps, governor_models)
+        facts = facts_cache.facts(node, cluster.hardware.get(name))
         reason = ineligibility(facts, options.selector)
         if reason:
             ineligible.append((facts.name, reason))
@@ -144,34 +186,28 @@ def plan(cluster: ClusterInput, options: PlanOptions, *, now: datetime | None = 
     else:
         demand = 0
         hp = policy.static_count(n, options.performance_fraction)
-    sized = hp
+    sized_count = hp
     hp = policy.family_floor(hp, (f.family for f in eligible), n)
-    by_name = {f.name: f for f in eligible}
+    family = {f.name: f.family for f in eligible}
     ordered = policy.order_by_density([(f.name, f.density) for f in eligible])
-    performance = policy.select_performance([(name, by_name[name].family) for name in ordered], hp)
+    performance = policy.select_performance([(name, family[name]) for name in ordered], hp)
     perf_pods = performance_pods_by_node(cluster.pods)
 
+    sizer = _Sizer(options)
     planned: list[_Planned] = []
     for facts in sorted(eligible, key=lambda f: f.name):
         profile = "performance" if facts.name in performance else "eco"
         draining = profile == "eco" and perf_pods.get(facts.name, 0) > 0
-        caps = plan_caps(facts, profile, options)
-        b = twin.budget(facts.cpu_tdp_w, facts.gpu_tdp_w, caps.cpu_pct, caps.gpu_pct)
-        if profile == "eco":
-            perf_caps = plan_caps(facts, "performance", options)
-            baseline = twin.budget(facts.cpu_tdp_w, facts.gpu_tdp_w, perf_caps.cpu_pct, perf_caps.gpu_pct)
-            baseline_w = baseline.node_capped_w
-        else:
-            baseline_w = b.node_capped_w
-        planned.append(
-            _Planned(facts, profile, draining, caps, b, float(cluster.telemetry.get(facts.name, 0.0)), baseline_w)
-        )
+        sized = sizer(facts, profile)
+        baseline_w = sizer(facts, "performance").budget.node_capped_w
+        measured = float(cluster.telemetry.get(facts.name, 0.0))
+        planned.append(_Planned(facts, profile, draining, sized, measured, baseline_w))
 
     rack_w: dict[str, float] = defaultdict(float)
     for p in planned:
-        rack = p.facts.labels.get(RACK_LABEL)
+        rack = p.facts.label(RACK_LABEL)
         if rack:
-            rack_w[rack] += p.budget.node_capped_w
+            rack_w[rack] += p.sized.budget.node_capped_w
     cluster_it_w = sum(p.measured_w for p in planned)
 
     twins: list[dict[str, Any]] = []
@@ -179,6 +215,7 @@ def plan(cluster: ClusterInput, options: PlanOptions, *, now: datetime | None = 
     object_names: dict[str, str] = {}
     policy_name = POLICY_NAMES[options.policy]
     updated = _iso(now)
+    psu_scores: dict[str | None, float | int] = {}
     for p in planned:
         obj_name = sanitize_name(p.facts.name)
         if not obj_name:
@@ -189,12 +226,17 @@ def plan(cluster: ClusterInput, options: PlanOptions, *, now: datetime | None = 
                 file=cluster.source,
             )
         object_names[obj_name] = p.facts.name
-        doc, row = _twin(p, obj_name, policy_name, cluster, rack_w, cluster_it_w, updated)
+        doc, row = _twin(p, obj_name, policy_name, cluster, rack_w, cluster_it_w, updated, psu_scores)
         twins.append(doc)
         rows.append(row)
 
-    summary = _summary(planned, ineligible, options, sized, hp, demand, len(cluster.nodes))
+    summary = _summary(planned, ineligible, options, sized_count, hp, demand, len(cluster.nodes))
     return PlanResult(twins=twins, nodes=rows, ineligible=ineligible, summary=summary)
+
+
+def _copy_gpu(gpu: Mapping[str, Any]) -> dict[str, Any]:
+    """A fresh ``spec.gpu`` (the cached one is shared: YAML would print anchors for shared dicts)."""
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in gpu.items()}
 
 
 def _twin(
@@ -205,14 +247,23 @@ def _twin(
     rack_w: Mapping[str, float],
     cluster_it_w: float,
     updated: str,
+    psu_scores: dict[str | None, float | int],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    facts, b, caps = p.facts, p.budget, p.caps
+    facts, sized = p.facts, p.sized
+    b, caps = sized.budget, sized.caps
     measured = p.measured_w
-    ambient = _ambient(facts, cluster.facility)
-    cooling = twin.cooling_stress(measured, b.node_tdp_w, ambient)
-    headroom = twin.headroom_score(b.node_capped_w, measured)
-    rack = facts.labels.get(RACK_LABEL)
-    psu = twin.psu_stress(rack_w.get(rack, 0.0) if rack else 0.0, cluster_it_w)
+    if measured:
+        ambient = _ambient(facts, cluster.facility)
+        cooling = twin.cooling_stress(measured, b.node_tdp_w, ambient)
+        headroom_out: float | int = _score(twin.headroom_score(b.node_capped_w, measured))
+        cooling_out: float | int = _score(cooling)
+        pue_out: float | int = _score(twin.estimated_pue(cooling))
+    else:  # nothing measured: full headroom, no cooling stress
+        headroom_out, cooling_out, pue_out = 100, 0, _score(twin.estimated_pue(0.0))
+    rack = facts.label(RACK_LABEL)
+    psu_out = psu_scores.get(rack)
+    if psu_out is None:
+        psu_out = psu_scores[rack] = _score(twin.psu_stress(rack_w.get(rack, 0.0) if rack else 0.0, cluster_it_w))
     if not cluster.telemetry_given:
         source = "static"
     elif facts.name in cluster.telemetry:
@@ -220,9 +271,9 @@ def _twin(
     else:
         source = "prometheus-no-data"
 
-    spec: dict[str, Any] = {"nodeName": facts.name, "profile": p.profile, "cpu": caps.cpu}
+    spec: dict[str, Any] = {"nodeName": facts.name, "profile": p.profile, "cpu": dict(caps.cpu)}
     if caps.gpu is not None:
-        spec["gpu"] = caps.gpu
+        spec["gpu"] = _copy_gpu(caps.gpu)
     spec["policy"] = {"name": policy_name}
     spec["scheduling"] = {"draining": p.draining}
 
@@ -236,25 +287,21 @@ def _twin(
         annotations[ANNOTATION_PREFIX + "notes"] = "; ".join(caps.notes)
 
     cls = "draining" if p.draining else p.profile
+    measured_out = num(measured) if measured else 0
     status: dict[str, Any] = {
         "schedulableClass": cls,
         "powerMeasurement": {
             "source": source,
-            "measuredNodePowerW": num(measured),
-            "cpuCappedPowerW": num(b.cpu_capped_w),
-            "gpuCappedPowerW": num(b.gpu_capped_w),
-            "nodeCappedPowerW": num(b.node_capped_w),
-            "cpuTdpW": num(b.cpu_tdp_w),
-            "gpuTdpW": num(b.gpu_tdp_w),
-            "nodeTdpW": num(b.node_tdp_w),
-            "powerTrendWPerMin": num(cluster.trends.get(facts.name, 0.0)),
+            "measuredNodePowerW": measured_out,
+            **sized.measurement,
+            "powerTrendWPerMin": num(cluster.trends[facts.name]) if facts.name in cluster.trends else 0,
         },
-        "predictedPowerHeadroomScore": _score(headroom),
-        "predictedCoolingStressScore": _score(cooling),
-        "predictedPsuStressScore": _score(psu),
-        "effectiveCapState": {"cpuPct": _score(caps.cpu_pct), "gpuPct": _score(caps.gpu_pct)},
-        "hardwareDensityScore": _score(twin.density_score(facts.total_cores, facts.gpu_count)),
-        "estimatedPUE": _score(twin.estimated_pue(cooling)),
+        "predictedPowerHeadroomScore": headroom_out,
+        "predictedCoolingStressScore": cooling_out,
+        "predictedPsuStressScore": psu_out,
+        "effectiveCapState": dict(sized.cap_state),
+        "hardwareDensityScore": sized.density_score,
+        "estimatedPUE": pue_out,
         "lastUpdated": updated,
     }
     doc = {
@@ -280,11 +327,11 @@ def _twin(
         "gpuGovernor": gpu.get("governor"),
         "cpuCapPct": caps.cpu.get("packagePowerCapPctOfMax"),
         "cpuCapWatts": caps.cpu.get("packagePowerCapWatts"),
-        "nodeTdpW": num(b.node_tdp_w),
-        "plannedW": num(b.node_capped_w),
-        "measuredW": num(measured),
-        "headroom": _score(headroom),
-        "cooling": _score(cooling),
+        "nodeTdpW": sized.measurement["nodeTdpW"],
+        "plannedW": sized.measurement["nodeCappedPowerW"],
+        "measuredW": measured_out,
+        "headroom": headroom_out,
+        "cooling": cooling_out,
         "notes": list(caps.notes),
     }
     return doc, row
@@ -306,11 +353,11 @@ def _summary(
     for p in planned:
         agg = profiles[p.profile]
         agg["nodes"] += 1
-        agg["tdpW"] += p.budget.node_tdp_w
-        agg["plannedW"] += p.budget.node_capped_w
+        agg["tdpW"] += p.sized.budget.node_tdp_w
+        agg["plannedW"] += p.sized.budget.node_capped_w
         draining += p.draining
-    tdp = sum(p.budget.node_tdp_w for p in planned)
-    planned_w = sum(p.budget.node_capped_w for p in planned)
+    tdp = sum(p.sized.budget.node_tdp_w for p in planned)
+    planned_w = sum(p.sized.budget.node_capped_w for p in planned)
     baseline = sum(p.baseline_w for p in planned)
     saving = baseline - planned_w
     return {

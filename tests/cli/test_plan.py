@@ -242,3 +242,27 @@ def test_nodes_from_stdin(cli: Callable[..., Any], nodes_file: Path, monkeypatch
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(nodes_file.read_bytes())))
     r = cli("plan", "--nodes", "-", "-o", "json")
     assert r.exit_code == 0 and len(json.loads(r.stdout)["items"]) == 4
+
+
+def test_cap_applies_the_plan_json(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    """The DaemonSet example mounts `plan -o json`: cap --from-twin reads it and picks this node's item."""
+    from joulectl.ops.cap import load_twins
+
+    r = cli("plan", "--nodes", nodes_file, "-o", "json", "--absolute-caps", "--gpu-governor", "eco=efficient")
+    twin_file = _write(tmp_path, "twin.yaml", r.stdout)
+    intents = {t.node_name: t for t in load_twins(str(twin_file))}
+    assert sorted(intents) == ["cpu-0", "cpu-1", "h100-0", "h100-1"]
+    assert intents["h100-1"].governor == "efficient"
+
+
+def test_daemonset_example_runs_cap_from_the_mounted_twin() -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "k8s" / "joulectl-daemonset.yaml"
+    docs = {d["kind"]: d for d in yaml.safe_load_all(path.read_text())}
+    pod = docs["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "joulectl cap --from-twin /etc/joulectl/twin.yaml --all" in container["args"][0]
+    assert container["securityContext"]["privileged"] is True
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["twins"] == "/etc/joulectl" and mounts["sys"] == "/sys"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["sys"]["hostPath"]["path"] == "/sys"

@@ -1,0 +1,147 @@
+"""Benchmark: ``joulectl plan`` on 1,000, 10,000 and 100,000 generated nodes (issue 6, SPEC §9).
+
+Method:
+
+- Nodes are generated as Kubernetes Node objects the way ``kubectl get nodes -o json`` shows them:
+  a mix of 8x H100 (GFD labels), 8x MI300X, 4x L40S time-sliced, 4x Intel Flex 170, two-socket EPYC
+  CPU-only nodes and VMs, with NFD-style labels, capacity and allocatable; one node in 50 is
+  reserved and one in 100 cordoned.
+- In memory: ``plan(ClusterInput(nodes), PlanOptions(absolute_caps=True, gpu_governor={"eco":
+  "efficient"}))`` timed with ``time.perf_counter`` (median of ``--repeat`` runs), then once more
+  under ``tracemalloc`` for the peak of Python allocations during planning (input excluded).
+- Through the CLI: the 10,000-node list is written as a JSON NodeList and
+  ``python -m joulectl plan --nodes FILE -o json`` runs as a subprocess (stdout to /dev/null):
+  wall time (median) and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``), next to
+  ``python -m joulectl --version`` for the interpreter and CLI start-up alone.
+
+Target: 10,000 nodes in about a second, linear in nodes.
+
+Usage: ``python benchmarks/bench_plan.py [--sizes 1000,10000,100000] [--repeat 3] [--cli-nodes 10000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from typing import Any
+
+from joulectl.planning import ClusterInput, PlanOptions, plan
+
+EPYC = {
+    "feature.node.kubernetes.io/cpu-model.name": "AMD EPYC 9654 96-Core Processor",
+    "feature.node.kubernetes.io/cpu-sockets": "2",
+}
+KINDS: list[tuple[str, dict[str, str], dict[str, str]]] = [
+    ("h100", {**EPYC, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"},
+     {"nvidia.com/gpu": "8"}),
+    ("mi300x", {**EPYC, "amd.com/gpu.product": "AMD_Instinct_MI300X"}, {"amd.com/gpu": "8"}),
+    ("l40s", {**EPYC, "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED", "nvidia.com/gpu.count": "4"},
+     {"nvidia.com/gpu.shared": "16"}),
+    ("flex", {**EPYC, "gpu.intel.com/product": "Flex_170", "gpu.intel.com/device.count": "4"},
+     {"gpu.intel.com/i915": "4", "gpu.intel.com/i915_monitoring": "1"}),
+    ("cpu", EPYC, {}),
+    ("cpu", EPYC, {}),
+    ("vm", {"beta.kubernetes.io/instance-type": "m6i.4xlarge"}, {}),
+]
+
+
+def generate(n: int) -> list[dict[str, Any]]:
+    nodes = []
+    for i in range(n):
+        kind, labels, gpus = KINDS[i % len(KINDS)]
+        res = {"cpu": "16" if kind == "vm" else "192", "memory": "1536Gi", "pods": "110", **gpus}
+        node_labels = {
+            "kubernetes.io/hostname": f"{kind}-{i}",
+            "kubernetes.io/os": "linux",
+            "node-role.kubernetes.io/worker": "",
+            "topology.kubernetes.io/zone": f"zone-{i % 3}",
+            "joulie.io/rack": f"rack-{i // 40}",
+            **labels,
+        }
+        if i % 50 == 49:
+            node_labels["joulie.io/reserved"] = "true"
+        node: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"{kind}-{i}", "labels": node_labels},
+            "spec": {"unschedulable": True} if i % 100 == 99 else {},
+            "status": {"capacity": dict(res), "allocatable": dict(res)},
+        }
+        nodes.append(node)
+    return nodes
+
+
+OPTIONS = PlanOptions(absolute_caps=True, gpu_governor={"eco": "efficient"})
+
+
+def bench_memory(n: int, repeat: int) -> tuple[float, float, int]:
+    nodes = generate(n)
+    cluster = ClusterInput(nodes=nodes)
+    times = []
+    twins = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = plan(cluster, OPTIONS)
+        times.append(time.perf_counter() - start)
+        twins = len(result.twins)
+        del result
+    tracemalloc.start()
+    result = plan(cluster, OPTIONS)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del result
+    return statistics.median(times), peak / 2**20, twins
+
+
+def _run(args: list[str]) -> float:
+    env = dict(os.environ, NO_COLOR="1")
+    start = time.perf_counter()
+    with open(os.devnull, "w") as sink:
+        proc = subprocess.run([sys.executable, "-m", "joulectl", *args], stdout=sink, stderr=subprocess.PIPE,
+                              env=env, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"joulectl {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode()[:400]}")
+    return elapsed
+
+
+def bench_cli(n: int, repeat: int) -> tuple[float, float, float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "nodes.json")
+        with open(path, "w") as fh:
+            json.dump({"apiVersion": "v1", "kind": "List", "items": generate(n)}, fh)
+        size_mib = os.path.getsize(path) / 2**20
+        version = statistics.median(_run(["--version"]) for _ in range(repeat))
+        times = [_run(["plan", "--nodes", path, "--absolute-caps", "--gpu-governor", "eco=efficient", "-o", "json"])
+                 for _ in range(repeat)]
+        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return statistics.median(times), version, peak_kib / 1024, size_mib
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cli-nodes", type=int, default=10_000)
+    args = ap.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(f"{'nodes':>8} {'plan() s':>10} {'us/node':>8} {'peak MiB':>9} {'twins':>7}")
+    for n in (int(s) for s in args.sizes.split(",") if s):
+        seconds, peak, twins = bench_memory(n, args.repeat)
+        print(f"{n:>8} {seconds:>10.3f} {seconds / n * 1e6:>8.1f} {peak:>9.1f} {twins:>7}")
+    if args.cli_nodes:
+        seconds, version, rss, size = bench_cli(args.cli_nodes, args.repeat)
+        print(f"CLI plan --nodes ({args.cli_nodes} nodes, {size:.1f} MiB JSON) -o json: {seconds:.3f} s "
+              f"(joulectl --version {version:.3f} s), peak RSS {rss:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
