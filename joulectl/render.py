@@ -105,7 +105,7 @@ def table(
 
 def _term_width() -> int:
     try:
-        return os.get_terminal_size().columns
+        return os.get_terminal_size().columns or 120  # a pty without a size reports 0 columns
     except OSError:
         return 120
 
