@@ -347,7 +347,9 @@ def _w(value: float | None) -> str:
 def _range(r: PowerRange) -> str:
     if r.min_w is None and r.max_w is None:
         return "unknown"
-    return f"{_w(r.min_w) if r.min_w is not None else '?'} – {_w(r.max_w)}"
+    from joulectl.render import fmt_num
+
+    return f"{fmt_num(r.min_w) if r.min_w is not None else '?'}–{_w(r.max_w)}"
 
 
 def _yes(c: Control) -> str:
