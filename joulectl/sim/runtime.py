@@ -128,6 +128,10 @@ class Shard:
                 rt.events = []
         return samples, events
 
+    def save_caches(self) -> None:
+        for rt in self.nodes:
+            rt.save_cache()
+
     def startup_events(self) -> list[Event]:
         events: list[Event] = []
         for rt in self.nodes:
@@ -144,6 +148,8 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any) -> None:
         while True:
             msg = conn.recv()
             if msg[0] != "tick":
+                shard.save_caches()
+                conn.send(("ok", None))
                 break
             conn.send(("ok", shard.tick(msg[1], msg[2])))
     except (EOFError, KeyboardInterrupt):
@@ -203,10 +209,18 @@ class _Pool:
         return samples, events
 
     def close(self) -> None:
-        for proc, conn in self.procs:
+        if self.local is not None:
+            self.local.save_caches()
+        for _proc, conn in self.procs:
             try:
                 conn.send(("stop",))
             except OSError:
+                pass
+        for proc, conn in self.procs:
+            try:
+                if conn.poll(10):
+                    conn.recv()
+            except (OSError, EOFError):
                 pass
             conn.close()
             proc.join(timeout=5)

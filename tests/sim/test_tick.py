@@ -315,3 +315,21 @@ def test_idle_load_draws_less(tmp_path: Path) -> None:
     idle = tick(runtime(build_node(tmp_path, "n2"), load=BaseLoad(cpu_util=0.0, gpu_util=0.0)), 1)
     assert idle < busy
     assert os.path.exists(lg.ledger_path(str(tmp_path / "n2")))
+
+
+def test_restart_reads_only_files_that_moved_since_the_last_run(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    tick(rt, 1)
+    rt.save_cache()
+    cache = node / "state" / "tick-cache.json"
+    doc = __import__("json").loads(cache.read_text())
+    gov0 = f"{POLICY.format(0)}/scaling_governor"
+    gov1 = f"{POLICY.format(1)}/scaling_governor"
+    doc["w"][gov0][3] = "performance\n"  # taken from the cache: the file's signature did not move
+    cache.write_text(__import__("json").dumps(doc))
+    (node / gov1).write_text("performance\n")  # written while down: read again
+    rt2 = runtime(node)
+    assert rt2.value("policy0", "cpufreq_governor") == "performance"
+    assert rt2.value("policy1", "cpufreq_governor") == "performance"
+    assert rt2.value("policy2", "cpufreq_governor") == "powersave"

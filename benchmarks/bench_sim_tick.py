@@ -1,0 +1,117 @@
+"""Benchmark: the simulator tick of 1,000 ``intel-xeon-2s-rapl`` nodes, and resuming 200 of them.
+
+Method (issue 3, SPEC §9; Joulie fits 200 Intel nodes in its 1 s tick and resumes 200 in ~0.7 s):
+
+- Renders ``--nodes`` (default 1000) ``intel-xeon-2s-rapl`` nodes into ``--root`` (default: a
+  directory under TMPDIR, on disk, not tmpfs) with the renderer, unless they already exist there.
+  Each node has 128 cpufreq policies: 529 agent-writable files, one ``lstat`` each per tick.
+- Tick: ``--ticks`` (default 10) ticks of the whole cluster with ``--fast`` after one warm-up tick,
+  for each worker count in ``--workers`` (default ``1,2``); reported: the median and the maximum
+  tick wall time (readback + physics + counters + ledger + telemetry files).
+- Resume: the start of a run over the first ``--resume-nodes`` (default 200) existing trees, from
+  ``run()`` being called to the first tick starting (spec parsing, the renderer's resume check,
+  layout, every node's state from disk), with the start-up cache a clean stop leaves.
+- Also reported: the machine's load average before each case (the machine is shared).
+
+Usage: ``python benchmarks/bench_sim_tick.py [--nodes N] [--ticks T] [--workers 1,2] [--root DIR] [--keep]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SPEC = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {{name: bench-tick}}
+spec:
+  pools:
+  - {{name: intel, profile: intel-xeon-2s-rapl, count: {count}}}
+"""
+
+
+def _load() -> str:
+    with open("/proc/loadavg", encoding="utf-8") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+def _spec(dirpath: Path, count: int) -> str:
+    path = dirpath / f"spec-{count}.yaml"
+    path.write_text(SPEC.format(count=count))
+    return str(path)
+
+
+def bench_tick(spec_path: str, root: str, ticks: int, workers: int) -> dict[str, Any]:
+    from joulectl.sim import runtime
+    from joulectl.sim.clusterspec import load_spec
+
+    spec = load_spec(spec_path)
+    entries = runtime.build_entries(spec, root)
+    summary = runtime.run_entries(entries, root, spec.facility, ticks=ticks + 1, fast=True, workers=workers)
+    times = summary.tick_seconds[1:]
+    return {"workers": summary.workers, "nodes": summary.nodes, "median_s": statistics.median(times),
+            "max_s": max(times), "ticks": len(times)}
+
+
+def bench_resume(spec_path: str, root: str, workers: int) -> float:
+    from joulectl.sim import runtime
+
+    started: list[float] = []
+    t0 = time.perf_counter()
+
+    def progress(done: int, total: int | None, samples: list[Any]) -> None:
+        started.append(time.perf_counter())
+
+    summary = runtime.run(spec_path, root, ticks=1, fast=True, workers=workers, progress=progress)
+    first_tick = summary.tick_seconds[0]
+    return started[0] - t0 - first_tick
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--resume-nodes", type=int, default=200)
+    ap.add_argument("--ticks", type=int, default=10)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--root", default=None, help="Directory for the trees (reused when it holds them).")
+    ap.add_argument("--keep", action="store_true", help="Keep the trees of a temporary root.")
+    args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from joulectl.sim import tree
+    from joulectl.sim.clusterspec import load_spec
+
+    tmp = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="bench-sim-tick-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    root = tmp / "root"
+    spec_path = _spec(tmp, args.nodes)
+    try:
+        t = time.perf_counter()
+        stats = tree.render_nodes(load_spec(spec_path).nodes, str(root))
+        print(f"trees: {len(stats.rendered)} rendered, {len(stats.resumed)} resumed in "
+              f"{time.perf_counter() - t:.1f} s ({root})")
+        for w in (int(x) for x in args.workers.split(",")):
+            print(f"load average {_load()}")
+            r = bench_tick(spec_path, str(root), args.ticks, w)
+            print(f"tick of {r['nodes']} intel-xeon-2s-rapl nodes, {r['workers']} worker(s): "
+                  f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms over {r['ticks']} ticks")
+        resume_spec = _spec(tmp, args.resume_nodes)
+        for w in (int(x) for x in args.workers.split(",")):
+            bench_resume(resume_spec, str(root), w)  # leaves the start-up cache of a clean stop
+            print(f"load average {_load()}")
+            secs = bench_resume(resume_spec, str(root), w)
+            print(f"resume of {args.resume_nodes} nodes, {w} worker(s): {secs:.2f} s to the first tick")
+    finally:
+        if not args.root and not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
