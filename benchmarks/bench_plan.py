@@ -7,11 +7,12 @@ Method:
   CPU-only nodes and VMs, with NFD-style labels, capacity and allocatable; one node in 50 is
   reserved and one in 100 cordoned.
 - In memory: ``plan(ClusterInput(nodes), PlanOptions(absolute_caps=True, gpu_governor={"eco":
-  "efficient"}))`` timed with ``time.perf_counter`` (median of ``--repeat`` runs), then once more
-  under ``tracemalloc`` for the peak of Python allocations during planning (input excluded).
+  "efficient"}))`` timed with ``time.perf_counter`` (wall) and ``time.process_time`` (CPU), median
+  of ``--repeat`` runs, then once more under ``tracemalloc`` for the peak of Python allocations
+  during planning (input excluded). On a shared machine the CPU time is the steadier figure.
 - Through the CLI: the 10,000-node list is written as a JSON NodeList and
   ``python -m joulectl plan --nodes FILE -o json`` runs as a subprocess (stdout to /dev/null):
-  wall time (median) and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``), next to
+  wall time (median), CPU time per run and the children's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``), next to
   ``python -m joulectl --version`` for the interpreter and CLI start-up alone.
 
 Target: 10,000 nodes in about a second, linear in nodes.
@@ -82,15 +83,16 @@ def generate(n: int) -> list[dict[str, Any]]:
 OPTIONS = PlanOptions(absolute_caps=True, gpu_governor={"eco": "efficient"})
 
 
-def bench_memory(n: int, repeat: int) -> tuple[float, float, int]:
+def bench_memory(n: int, repeat: int) -> tuple[float, float, float, int]:
     nodes = generate(n)
     cluster = ClusterInput(nodes=nodes)
-    times = []
+    times, cpu = [], []
     twins = 0
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = plan(cluster, OPTIONS)
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         twins = len(result.twins)
         del result
     tracemalloc.start()
@@ -98,7 +100,7 @@ def bench_memory(n: int, repeat: int) -> tuple[float, float, int]:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     del result
-    return statistics.median(times), peak / 2**20, twins
+    return statistics.median(times), statistics.median(cpu), peak / 2**20, twins
 
 
 def _run(args: list[str]) -> float:
@@ -113,17 +115,24 @@ def _run(args: list[str]) -> float:
     return elapsed
 
 
-def bench_cli(n: int, repeat: int) -> tuple[float, float, float, float]:
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_cli(n: int, repeat: int) -> tuple[float, float, float, float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "nodes.json")
         with open(path, "w") as fh:
             json.dump({"apiVersion": "v1", "kind": "List", "items": generate(n)}, fh)
         size_mib = os.path.getsize(path) / 2**20
         version = statistics.median(_run(["--version"]) for _ in range(repeat))
+        cpu_before = _cpu_children()
         times = [_run(["plan", "--nodes", path, "--absolute-caps", "--gpu-governor", "eco=efficient", "-o", "json"])
                  for _ in range(repeat)]
+        cpu = (_cpu_children() - cpu_before) / repeat
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return statistics.median(times), version, peak_kib / 1024, size_mib
+    return statistics.median(times), cpu, version, peak_kib / 1024, size_mib
 
 
 def main() -> None:
@@ -133,14 +142,14 @@ def main() -> None:
     ap.add_argument("--cli-nodes", type=int, default=10_000)
     args = ap.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    print(f"{'nodes':>8} {'plan() s':>10} {'us/node':>8} {'peak MiB':>9} {'twins':>7}")
+    print(f"{'nodes':>8} {'wall s':>8} {'CPU s':>8} {'CPU us/node':>12} {'peak MiB':>9} {'twins':>7}")
     for n in (int(s) for s in args.sizes.split(",") if s):
-        seconds, peak, twins = bench_memory(n, args.repeat)
-        print(f"{n:>8} {seconds:>10.3f} {seconds / n * 1e6:>8.1f} {peak:>9.1f} {twins:>7}")
+        seconds, cpu, peak, twins = bench_memory(n, args.repeat)
+        print(f"{n:>8} {seconds:>8.3f} {cpu:>8.3f} {cpu / n * 1e6:>12.1f} {peak:>9.1f} {twins:>7}")
     if args.cli_nodes:
-        seconds, version, rss, size = bench_cli(args.cli_nodes, args.repeat)
-        print(f"CLI plan --nodes ({args.cli_nodes} nodes, {size:.1f} MiB JSON) -o json: {seconds:.3f} s "
-              f"(joulectl --version {version:.3f} s), peak RSS {rss:.0f} MiB")
+        seconds, cpu, version, rss, size = bench_cli(args.cli_nodes, args.repeat)
+        print(f"CLI plan --nodes ({args.cli_nodes} nodes, {size:.1f} MiB JSON) -o json: {seconds:.3f} s wall, "
+              f"{cpu:.3f} s CPU (joulectl --version {version:.3f} s), peak RSS {rss:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -188,10 +188,29 @@ def register(app: typer.Typer) -> None:
         cluster = load_cluster(spec=spec, nodes=nodes, hardware=hardware or (), pods=pods, telemetry=telemetry,
                                profiles_dir=profiles_dir)
         result = run_plan(cluster, options)
-        data: Any = result.twins
         if fmt == "json":
-            data = {"apiVersion": "v1", "kind": "List", "items": result.twins}
-        emit(data, fmt, lambda: plan_table(result))
+            import sys
+
+            sys.stdout.write(json_list(result.twins))
+            return
+        emit(result.twins, fmt, lambda: plan_table(result))
+
+
+#: Above this many twins ``-o json`` prints one twin per line (json's indenting encoder is pure
+#: Python and would take longer than the plan itself).
+JSON_INDENT_MAX_ITEMS = 1000
+
+
+def json_list(items: list[dict[str, Any]]) -> str:
+    """The twins as a ``v1`` ``List``: indented, or for large fleets one compact twin per line."""
+    import json
+
+    from joulectl.render import to_json
+
+    if len(items) <= JSON_INDENT_MAX_ITEMS:
+        return to_json({"apiVersion": "v1", "kind": "List", "items": items})
+    body = ",\n".join("    " + json.dumps(item, ensure_ascii=False) for item in items)
+    return '{\n  "apiVersion": "v1",\n  "kind": "List",\n  "items": [\n' + body + "\n  ]\n}\n"
 
 
 def plan_table(result: PlanResult) -> str:

@@ -266,3 +266,14 @@ def test_daemonset_example_runs_cap_from_the_mounted_twin() -> None:
     assert mounts["twins"] == "/etc/joulectl" and mounts["sys"] == "/sys"
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["sys"]["hostPath"]["path"] == "/sys"
+
+
+def test_large_json_list_is_one_twin_per_line(tmp_path: Path) -> None:
+    from joulectl.cli.plan import JSON_INDENT_MAX_ITEMS, json_list
+
+    items = [{"kind": "NodeTwin", "metadata": {"name": f"n{i}"}} for i in range(JSON_INDENT_MAX_ITEMS + 1)]
+    text = json_list(items)
+    assert json.loads(text) == {"apiVersion": "v1", "kind": "List", "items": items}
+    assert len(text.splitlines()) == len(items) + 6
+    small = json_list(items[:2])
+    assert json.loads(small)["items"] == items[:2] and '\n      "kind": "NodeTwin",' in small
