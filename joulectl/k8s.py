@@ -108,7 +108,9 @@ def gpu_resources(resources: Mapping[str, Any] | None) -> dict[str, float]:
     Unparsable quantities are skipped (a node export is not ours to reject).
     """
     out: dict[str, float] = {}
-    for name, qty in (resources or {}).items():
+    if not isinstance(resources, Mapping):
+        return out
+    for name, qty in resources.items():
         res = gpu_resource(str(name))
         if res is None:
             continue
@@ -175,7 +177,8 @@ def node_gpu_count(node: Mapping[str, Any], hardware: Mapping[str, Any] | None =
     (allocatable, else capacity), which count MIG devices, partitions and replicas.
     """
     if hardware:
-        gpu = ((hardware.get("status") or {}).get("gpu") or {}) if isinstance(hardware, Mapping) else {}
+        hw_status = hardware.get("status") if isinstance(hardware, Mapping) else None
+        gpu = (hw_status.get("gpu") or {}) if isinstance(hw_status, Mapping) else {}
         n = _positive_int(gpu.get("count")) if isinstance(gpu, Mapping) else None
         if n is not None:
             return n, "nodehardware"
@@ -192,7 +195,9 @@ def node_gpu_count(node: Mapping[str, Any], hardware: Mapping[str, Any] | None =
     n = _positive_int(labels.get("gpu.intel.com/device.count"))
     if n is not None:
         return n, "gpu.intel.com/device.count"
-    status = node.get("status") or {}
+    status = node.get("status") if isinstance(node, Mapping) else None
+    if not isinstance(status, Mapping):
+        status = {}
     resources = status.get("allocatable") or status.get("capacity") or {}
     units = sum(gpu_resources(resources).values())
     if units > 0:
@@ -231,7 +236,10 @@ def iter_pods(doc: Any, label: str = "<input>") -> Iterator[PodRef]:
         raise ValueError("not a Kubernetes object (no kind)")
     kind = str(doc.get("kind"))
     if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
-        for item in doc.get("items") or []:
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise ValueError(f"{kind}: items is not a list")
+        for item in items:
             yield from iter_pods(item, label)
         return
     meta = doc.get("metadata") or {}
@@ -298,10 +306,12 @@ def workload_class(annotations: Mapping[str, str]) -> tuple[str, str | None]:
 
 
 def _required_terms(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}) if isinstance(spec, Mapping) else {}
-    req = aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    terms = req.get("nodeSelectorTerms") or [] if isinstance(req, Mapping) else []
-    return [t for t in terms if isinstance(t, Mapping)]
+    def sub(obj: Any, key: str) -> Any:
+        return obj.get(key) if isinstance(obj, Mapping) else None
+
+    terms = sub(sub(sub(spec, "affinity"), "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution")
+    terms = sub(terms, "nodeSelectorTerms")
+    return [t for t in terms if isinstance(t, Mapping)] if isinstance(terms, list) else []
 
 
 def pod_excludes_eco(pod: PodRef, profile_label: str = POWER_PROFILE_LABEL) -> bool:
@@ -312,10 +322,12 @@ def pod_excludes_eco(pod: PodRef, profile_label: str = POWER_PROFILE_LABEL) -> b
     if isinstance(selector, Mapping) and str(selector.get(profile_label, "")) == "performance":
         return True
     for term in _required_terms(pod.spec):
-        for expr in term.get("matchExpressions") or []:
+        exprs = term.get("matchExpressions")
+        for expr in exprs if isinstance(exprs, list) else []:
             if not isinstance(expr, Mapping) or expr.get("key") != profile_label:
                 continue
-            values = [str(v) for v in expr.get("values") or []]
+            raw_values = expr.get("values")
+            values = [str(v) for v in raw_values] if isinstance(raw_values, list) else []
             op = expr.get("operator")
             if op == "NotIn" and "eco" in values:
                 return True
