@@ -1,0 +1,680 @@
+"""Fake ``nvidia-smi`` over a node's ``state/nvml.json`` (standard library only).
+
+Answers ``-L``, ``-q`` (text), ``-q -x`` (XML in the newer ``<gpu_power_readings>`` schema),
+``-q -d SUPPORTED_CLOCKS`` (honouring ``smMaxByMem``), ``--query-gpu=... --format=csv[,noheader]
+[,nounits]``, and the set commands ``-pl``, ``-lgc``, ``-lmc``, ``-rgc``, ``-rmc``, ``-pm`` with
+``-i`` (index, bus id in either spelling, UUID, or a comma list) and ``-eow``. ``-ac``, ``-rac``
+and ``--auto-boost-default`` are always refused as not supported. ``HWEMU_UNPRIVILEGED=1`` makes
+every set command fail with "Insufficient Permissions" (exit 4).
+
+Exit codes follow nvidia-smi: 0 success (warnings included), 2 invalid argument, 3 a warning
+with ``-eow`` (operation not available), 4 insufficient permissions, 6 no device matched.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+from xml.sax.saxutils import escape
+
+from joulectl.sim.tools.state import nvml_transaction, read_nvml_state
+
+OK, INVALID, NOT_AVAILABLE, NO_PERMISSION, NOT_FOUND = 0, 2, 3, 4, 6
+
+# option name -> (canonical, takes a value)
+_SHORT = {
+    "-L": ("list", False), "-q": ("query", False), "-x": ("xml", False), "-d": ("display", True),
+    "-i": ("id", True), "-pl": ("power-limit", True), "-lgc": ("lock-gpu-clocks", True),
+    "-lmc": ("lock-memory-clocks", True), "-rgc": ("reset-gpu-clocks", False),
+    "-rmc": ("reset-memory-clocks", False), "-pm": ("persistence-mode", True),
+    "-eow": ("error-on-warning", False), "-h": ("help", False), "-ac": ("applications-clocks", True),
+    "-rac": ("reset-applications-clocks", False), "-sc": ("scope", True), "-u": ("unit", False),
+}
+_LONG = {
+    "list-gpus": False, "query": False, "xml-format": False, "display": True, "id": True, "query-gpu": True,
+    "format": True, "power-limit": True, "lock-gpu-clocks": True, "lock-memory-clocks": True,
+    "reset-gpu-clocks": False, "reset-memory-clocks": False, "persistence-mode": True, "error-on-warning": False,
+    "help": False, "applications-clocks": True, "reset-applications-clocks": False, "auto-boost-default": True,
+    "scope": True, "query-supported-clocks": True,
+}
+_ALIAS = {"list-gpus": "list", "xml-format": "xml"}
+_SETTERS = ("power-limit", "lock-gpu-clocks", "lock-memory-clocks", "reset-gpu-clocks", "reset-memory-clocks",
+            "persistence-mode", "applications-clocks", "reset-applications-clocks", "auto-boost-default")
+_ARCH_ORDER = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "rubin")
+_ARCH_NAME = {"ada": "Ada Lovelace", "hopper": "Hopper", "ampere": "Ampere", "blackwell": "Blackwell",
+              "turing": "Turing", "volta": "Volta", "pascal": "Pascal", "maxwell": "Maxwell", "kepler": "Kepler",
+              "rubin": "Rubin"}
+
+
+class Usage(Exception):
+    pass
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text)
+
+
+def _unprivileged() -> bool:
+    return os.environ.get("HWEMU_UNPRIVILEGED", "").strip().lower() in ("1", "true", "yes")
+
+
+def _parse(args: list[str]) -> dict[str, str | bool]:
+    opts: dict[str, str | bool] = {}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--"):
+            name, eq, val = a[2:].partition("=")
+            if name not in _LONG:
+                raise Usage(a)
+            takes = _LONG[name]
+            key = _ALIAS.get(name, name)
+            if takes:
+                if not eq:
+                    i += 1
+                    if i >= len(args):
+                        raise Usage(a)
+                    val = args[i]
+                opts[key] = val
+            else:
+                if eq:
+                    raise Usage(a)
+                opts[key] = True
+        elif a.startswith("-"):
+            name, eq, val = a.partition("=")
+            if name not in _SHORT:
+                raise Usage(a)
+            key, takes = _SHORT[name]
+            if takes:
+                if not eq:
+                    i += 1
+                    if i >= len(args):
+                        raise Usage(a)
+                    val = args[i]
+                opts[key] = val
+            else:
+                opts[key] = True
+        else:
+            raise Usage(a)
+        i += 1
+    return opts
+
+
+def _norm_bus(text: str) -> str:
+    t = text.strip().lower()
+    if t.count(":") == 2:
+        dom, rest = t.split(":", 1)
+        return dom[-4:].rjust(4, "0") + ":" + rest
+    if t.count(":") == 1:
+        return "0000:" + t
+    return t
+
+
+def _select(gpus: list[dict[str, Any]], spec: str | bool | None) -> list[dict[str, Any]] | None:
+    if spec is None or spec is True:
+        return list(gpus)
+    out: list[dict[str, Any]] = []
+    for tok in str(spec).split(","):
+        tok = tok.strip()
+        found = None
+        if tok.isdigit():
+            found = next((g for g in gpus if int(g["index"]) == int(tok)), None)
+        else:
+            nb = _norm_bus(tok)
+            found = next((g for g in gpus if _norm_bus(g["busId"]) == nb or g["uuid"].lower() == tok.lower()), None)
+        if found is None:
+            return None
+        if found not in out:
+            out.append(found)
+    return out
+
+
+def _w(mw: float) -> str:
+    return f"{mw / 1000:.2f} W"
+
+
+def _token(g: dict[str, Any], field: str) -> str | None:
+    tok = (g.get("fieldSupport") or {}).get(field)
+    return str(tok) if tok is not None else None
+
+
+def _arch_at_least(g: dict[str, Any], arch: str) -> bool:
+    a = str(g.get("architecture", "")).lower()
+    a = "ada" if a == "ada_lovelace" else a
+    if a not in _ARCH_ORDER:
+        return False
+    return _ARCH_ORDER.index(a) >= _ARCH_ORDER.index(arch)
+
+
+def _supported(g: dict[str, Any]) -> list[tuple[int, list[int]]]:
+    """Supported clocks with the graphics clocks of each memory clock capped by smMaxByMem."""
+    caps = {int(k): int(v) for k, v in (g.get("smMaxByMem") or {}).items()}
+    out = []
+    for entry in g.get("supportedClocks") or []:
+        mem = int(entry["memoryMhz"])
+        graphics = [int(x) for x in entry.get("graphicsMhz") or []]
+        if mem in caps:
+            graphics = [x for x in graphics if x <= caps[mem]]
+        out.append((mem, graphics))
+    return out
+
+
+# -- queries ----------------------------------------------------------------------------------------
+
+
+def _field(g: dict[str, Any], state: dict[str, Any], name: str, units: bool) -> str | None:
+    """One --query-gpu value (None: unknown field)."""
+    tok = _token(g, name)
+    if tok is not None:
+        return tok
+    p = g["power"]
+    c = g["clocks"]
+
+    def w(mw: float) -> str:
+        return f"{mw / 1000:.2f} W" if units else f"{mw / 1000:.2f}"
+
+    def mhz(v: Any) -> str:
+        return f"{int(v)} MHz" if units else f"{int(v)}"
+
+    def mib(v: Any) -> str:
+        return f"{int(v)} MiB" if units else f"{int(v)}"
+
+    def pct(v: Any) -> str:
+        return f"{int(v)} %" if units else f"{int(v)}"
+
+    mig = g.get("mig") or {}
+    table: dict[str, Any] = {
+        "index": lambda: str(g["index"]),
+        "name": lambda: g["name"],
+        "gpu_name": lambda: g["name"],
+        "uuid": lambda: g["uuid"],
+        "gpu_uuid": lambda: g["uuid"],
+        "serial": lambda: g.get("serial", ""),
+        "pci.bus_id": lambda: g["busId"],
+        "gpu_bus_id": lambda: g["busId"],
+        "pci.device_id": lambda: g.get("pciDeviceId", ""),
+        "driver_version": lambda: state.get("driverVersion", ""),
+        "vbios_version": lambda: g.get("vbiosVersion", ""),
+        "count": lambda: str(len(state.get("gpus") or [])),
+        "compute_cap": lambda: g.get("computeCapability", ""),
+        "pstate": lambda: g.get("pstate", "P0"),
+        "persistence_mode": lambda: g.get("persistenceMode", "Enabled"),
+        "compute_mode": lambda: str(g.get("computeMode", "default")).capitalize(),
+        "power.management": lambda: "Supported" if p.get("managementSupported", True) else "[Not Supported]",
+        "power.limit": lambda: w(p["limitMw"]),
+        "enforced.power.limit": lambda: w(p["enforcedLimitMw"]),
+        "power.default_limit": lambda: w(p["defaultLimitMw"]),
+        "power.min_limit": lambda: w(p["minLimitMw"]),
+        "power.max_limit": lambda: w(p["maxLimitMw"]),
+        "power.draw": lambda: w(p["drawMw"]),
+        "power.draw.average": lambda: w(p["drawMw"]),
+        "power.draw.instant": lambda: w(p["drawMw"]),
+        "total_energy_consumption": lambda: f"{int(p.get('energyMj', 0))}{' mJ' if units else ''}",
+        "clocks.gr": lambda: mhz(c["graphicsMhz"]),
+        "clocks.current.graphics": lambda: mhz(c["graphicsMhz"]),
+        "clocks.sm": lambda: mhz(c["smMhz"]),
+        "clocks.current.sm": lambda: mhz(c["smMhz"]),
+        "clocks.mem": lambda: mhz(c["memoryMhz"]),
+        "clocks.current.memory": lambda: mhz(c["memoryMhz"]),
+        "clocks.video": lambda: mhz(c.get("videoMhz", 0)),
+        "clocks.current.video": lambda: mhz(c.get("videoMhz", 0)),
+        "clocks.max.gr": lambda: mhz(c["graphicsMaxMhz"]),
+        "clocks.max.graphics": lambda: mhz(c["graphicsMaxMhz"]),
+        "clocks.max.sm": lambda: mhz(c["smMaxMhz"]),
+        "clocks.max.mem": lambda: mhz(c["memoryMaxMhz"]),
+        "clocks.max.memory": lambda: mhz(c["memoryMaxMhz"]),
+        "clocks.applications.graphics": lambda: mhz(c.get("graphicsAppMhz", 0)),
+        "clocks.applications.memory": lambda: mhz(c.get("memoryAppMhz", 0)),
+        "mig.mode.current": lambda: mig.get("mode", "[N/A]") if mig.get("capable") else "[N/A]",
+        "mig.mode.pending": lambda: mig.get("mode", "[N/A]") if mig.get("capable") else "[N/A]",
+        "temperature.gpu": lambda: str(int(g.get("temperatureC", 0))),
+        "temperature.memory": lambda: str(g["temperatureMemoryC"]) if g.get("temperatureMemoryC") is not None
+        else "N/A",
+        "utilization.gpu": lambda: pct(g.get("utilizationGpu", 0)),
+        "utilization.memory": lambda: pct(g.get("utilizationMemory", 0)),
+        "memory.total": lambda: mib(g.get("memoryTotalMiB", 0)),
+        "memory.reserved": lambda: mib(g.get("memoryReservedMiB", 0)),
+        "memory.used": lambda: mib(0),
+        "memory.free": lambda: mib(int(g.get("memoryTotalMiB", 0)) - int(g.get("memoryReservedMiB", 0))),
+        "fan.speed": lambda: "[N/A]",
+    }
+    fn = table.get(name)
+    return None if fn is None else str(fn())
+
+
+_UNITS = {"W": ("power.limit", "enforced.power.limit", "power.default_limit", "power.min_limit", "power.max_limit",
+                "power.draw", "power.draw.average", "power.draw.instant"),
+          "MHz": ("clocks.gr", "clocks.current.graphics", "clocks.sm", "clocks.current.sm", "clocks.mem",
+                  "clocks.current.memory", "clocks.video", "clocks.current.video", "clocks.max.gr",
+                  "clocks.max.graphics", "clocks.max.sm", "clocks.max.mem", "clocks.max.memory",
+                  "clocks.applications.graphics", "clocks.applications.memory"),
+          "MiB": ("memory.total", "memory.reserved", "memory.used", "memory.free"),
+          "%": ("utilization.gpu", "utilization.memory", "fan.speed"),
+          "mJ": ("total_energy_consumption",)}
+
+
+def _header(name: str, units: bool) -> str:
+    if units:
+        for unit, names in _UNITS.items():
+            if name in names:
+                return f"{name} [{unit}]"
+    return name
+
+
+def _query_gpu(state: dict[str, Any], gpus: list[dict[str, Any]], fields_text: str, fmt: str | None) -> int:
+    if fmt is None:
+        _out("Option --format is required for --query-gpu. Please run 'nvidia-smi -h' for help.\n")
+        return INVALID
+    parts = [p.strip() for p in fmt.split(",")]
+    if not parts or parts[0] != "csv" or any(p not in ("csv", "noheader", "nounits") for p in parts):
+        _out(f'"{fmt}" is not a valid format. Please run \'nvidia-smi -h\' for help.\n')
+        return INVALID
+    units = "nounits" not in parts
+    names = [f.strip() for f in fields_text.split(",") if f.strip()]
+    if not names:
+        _out("No query fields given. Please run 'nvidia-smi --help-query-gpu' for help.\n")
+        return INVALID
+    probe = gpus[0] if gpus else (state.get("gpus") or [{}])[0]
+    for name in names:
+        if probe and _field({**probe, "fieldSupport": {}}, state, name, units) is None:
+            _out(f'Field "{name}" is not a valid field to query.\n\n')
+            return INVALID
+    lines = []
+    if "noheader" not in parts:
+        lines.append(", ".join(_header(n, units) for n in names))
+    for g in gpus:
+        lines.append(", ".join(str(_field(g, state, n, units)) for n in names))
+    _out("".join(line + "\n" for line in lines))
+    return OK
+
+
+def _list(gpus: list[dict[str, Any]]) -> int:
+    for g in gpus:
+        _out(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n")
+        mig = g.get("mig") or {}
+        if mig.get("mode") == "Enabled":
+            for j, dev in enumerate(mig.get("devices") or []):
+                uuid = "MIG-" + g["uuid"][4:-4] + f"{j:04d}"
+                _out(f"  MIG {dev['profile']:<12}Device {j:>2}: (UUID: {uuid})\n")
+    return OK
+
+
+def _x(tag: str, value: Any, pad: str) -> str:
+    return f"{pad}<{tag}>{escape(str(value))}</{tag}>\n"
+
+
+def _xml_tok(g: dict[str, Any], field: str, value: str) -> str:
+    tok = _token(g, field)
+    return tok.strip("[]") if tok is not None else value
+
+
+def _xml(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -> str:
+    ts = time.strftime("%a %b %d %H:%M:%S %Y")
+    out = ['<?xml version="1.0" ?>\n', '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n',
+           "<nvidia_smi_log>\n", _x("timestamp", ts, "\t"), _x("driver_version", state.get("driverVersion"), "\t"),
+           _x("cuda_version", state.get("cudaVersion"), "\t"), _x("attached_gpus", len(state.get("gpus") or []), "\t")]
+    for g in gpus:
+        out.append(f'\t<gpu id="{g["busId"]}">\n')
+        pad = "\t\t"
+        only_clocks = display == {"SUPPORTED_CLOCKS"}
+        if not only_clocks:
+            mig = g.get("mig") or {}
+            p = g["power"]
+            c = g["clocks"]
+            bus = g["busId"]
+            out += [
+                _x("product_name", g["name"], pad), _x("product_brand", "NVIDIA", pad),
+                _x("product_architecture", _ARCH_NAME.get(g.get("architecture", ""), "Unknown"), pad),
+                _x("display_mode", "Disabled", pad), _x("display_active", "Disabled", pad),
+                _x("persistence_mode", g.get("persistenceMode", "Enabled"), pad),
+                f"{pad}<mig_mode>\n", _x("current_mig", mig.get("mode", "N/A"), pad + "\t"),
+                _x("pending_mig", mig.get("mode", "N/A"), pad + "\t"), f"{pad}</mig_mode>\n",
+                _x("serial", g.get("serial", ""), pad), _x("uuid", g["uuid"], pad),
+                _x("minor_number", g.get("minorNumber", g["index"]), pad),
+                _x("vbios_version", g.get("vbiosVersion", ""), pad),
+                _x("board_part_number", g.get("boardPartNumber", ""), pad),
+                f"{pad}<pci>\n", _x("pci_bus", bus[9:11], pad + "\t"), _x("pci_device", bus[12:14], pad + "\t"),
+                _x("pci_domain", bus[4:8], pad + "\t"),
+                _x("pci_device_id", str(g.get("pciDeviceId", ""))[2:], pad + "\t"),
+                _x("pci_bus_id", bus, pad + "\t"), f"{pad}</pci>\n",
+                f"{pad}<fb_memory_usage>\n", _x("total", f"{g.get('memoryTotalMiB', 0)} MiB", pad + "\t"),
+                _x("reserved", f"{g.get('memoryReservedMiB', 0)} MiB", pad + "\t"), _x("used", "0 MiB", pad + "\t"),
+                _x("free", f"{int(g.get('memoryTotalMiB', 0)) - int(g.get('memoryReservedMiB', 0))} MiB", pad + "\t"),
+                f"{pad}</fb_memory_usage>\n",
+                _x("compute_mode", str(g.get("computeMode", "default")).capitalize(), pad),
+                f"{pad}<utilization>\n", _x("gpu_util", f"{g.get('utilizationGpu', 0)} %", pad + "\t"),
+                _x("memory_util", f"{g.get('utilizationMemory', 0)} %", pad + "\t"), f"{pad}</utilization>\n",
+                f"{pad}<temperature>\n", _x("gpu_temp", f"{g.get('temperatureC', 0)} C", pad + "\t"),
+                f"{pad}</temperature>\n",
+                _x("performance_state", g.get("pstate", "P0"), pad),
+                f"{pad}<gpu_power_readings>\n",
+                _x("power_state", g.get("pstate", "P0"), pad + "\t"),
+                _x("average_power_draw", _xml_tok(g, "power.draw", _w(p["drawMw"])), pad + "\t"),
+                _x("instant_power_draw", _xml_tok(g, "power.draw", _w(p["drawMw"])), pad + "\t"),
+                _x("current_power_limit", _xml_tok(g, "enforced.power.limit", _w(p["enforcedLimitMw"])), pad + "\t"),
+                _x("requested_power_limit", _xml_tok(g, "power.limit", _w(p["limitMw"])), pad + "\t"),
+                _x("default_power_limit", _xml_tok(g, "power.default_limit", _w(p["defaultLimitMw"])), pad + "\t"),
+                _x("min_power_limit", _xml_tok(g, "power.min_limit", _w(p["minLimitMw"])), pad + "\t"),
+                _x("max_power_limit", _xml_tok(g, "power.max_limit", _w(p["maxLimitMw"])), pad + "\t"),
+                f"{pad}</gpu_power_readings>\n",
+                f"{pad}<gpu_memory_power_readings>\n", _x("average_power_draw", "N/A", pad + "\t"),
+                _x("instant_power_draw", "N/A", pad + "\t"), f"{pad}</gpu_memory_power_readings>\n",
+                f"{pad}<module_power_readings>\n", _x("power_state", g.get("pstate", "P0"), pad + "\t"),
+                _x("average_power_draw", "N/A", pad + "\t"), _x("current_power_limit", "N/A", pad + "\t"),
+                _x("requested_power_limit", "N/A", pad + "\t"), _x("default_power_limit", "N/A", pad + "\t"),
+                _x("min_power_limit", "N/A", pad + "\t"), _x("max_power_limit", "N/A", pad + "\t"),
+                f"{pad}</module_power_readings>\n",
+                f"{pad}<clocks>\n", _x("graphics_clock", f"{c['graphicsMhz']} MHz", pad + "\t"),
+                _x("sm_clock", f"{c['smMhz']} MHz", pad + "\t"), _x("mem_clock", f"{c['memoryMhz']} MHz", pad + "\t"),
+                _x("video_clock", f"{c.get('videoMhz', 0)} MHz", pad + "\t"), f"{pad}</clocks>\n",
+                f"{pad}<applications_clocks>\n", _x("graphics_clock", f"{c.get('graphicsAppMhz', 0)} MHz", pad + "\t"),
+                _x("mem_clock", f"{c.get('memoryAppMhz', 0)} MHz", pad + "\t"), f"{pad}</applications_clocks>\n",
+                f"{pad}<max_clocks>\n", _x("graphics_clock", f"{c['graphicsMaxMhz']} MHz", pad + "\t"),
+                _x("sm_clock", f"{c['smMaxMhz']} MHz", pad + "\t"),
+                _x("mem_clock", f"{c['memoryMaxMhz']} MHz", pad + "\t"),
+                _x("video_clock", f"{c.get('videoMaxMhz', 0)} MHz", pad + "\t"), f"{pad}</max_clocks>\n",
+                f"{pad}<clock_policy>\n", _x("auto_boost", "N/A", pad + "\t"),
+                _x("auto_boost_default", "N/A", pad + "\t"), f"{pad}</clock_policy>\n",
+            ]
+        sup = _supported(g)
+        if sup:
+            out.append(f"{pad}<supported_clocks>\n")
+            for mem, graphics in sup:
+                out.append(f"{pad}\t<supported_mem_clock>\n")
+                out.append(_x("value", f"{mem} MHz", pad + "\t\t"))
+                out += [_x("supported_graphics_clock", f"{x} MHz", pad + "\t\t") for x in graphics]
+                out.append(f"{pad}\t</supported_mem_clock>\n")
+            out.append(f"{pad}</supported_clocks>\n")
+        else:
+            out.append(_x("supported_clocks", "N/A", pad))
+        if not only_clocks:
+            out.append(f"{pad}<processes>\n{pad}</processes>\n")
+        out.append("\t</gpu>\n")
+    out.append("</nvidia_smi_log>\n")
+    return "".join(out)
+
+
+def _row(label: str, value: Any, indent: int) -> str:
+    pad = " " * indent
+    return f"{pad}{label:<{42 - indent}}: {value}\n"
+
+
+def _text(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -> str:
+    out = ["\n==============NVSMI LOG==============\n\n", _row("Timestamp", time.strftime("%a %b %d %H:%M:%S %Y"), 0),
+           _row("Driver Version", state.get("driverVersion"), 0), _row("CUDA Version", state.get("cudaVersion"), 0),
+           "\n", _row("Attached GPUs", len(state.get("gpus") or []), 0)]
+    for g in gpus:
+        out.append(f"GPU {g['busId']}\n")
+        if display != {"SUPPORTED_CLOCKS"}:
+            p = g["power"]
+            c = g["clocks"]
+            mig = g.get("mig") or {}
+            out += [
+                _row("Product Name", g["name"], 4),
+                _row("Product Architecture", _ARCH_NAME.get(g.get("architecture", ""), "Unknown"), 4),
+                _row("Persistence Mode", g.get("persistenceMode", "Enabled"), 4),
+                "    MIG Mode\n", _row("Current", mig.get("mode", "N/A"), 8),
+                _row("Pending", mig.get("mode", "N/A"), 8),
+                _row("Serial Number", g.get("serial", ""), 4), _row("GPU UUID", g["uuid"], 4),
+                _row("Minor Number", g.get("minorNumber", g["index"]), 4),
+                "    PCI\n", _row("Bus Id", g["busId"], 8),
+                _row("Performance State", g.get("pstate", "P0"), 4),
+                "    GPU Power Readings\n",
+                _row("Average Power Draw", _xml_tok(g, "power.draw", _w(p["drawMw"])), 8),
+                _row("Current Power Limit", _xml_tok(g, "enforced.power.limit", _w(p["enforcedLimitMw"])), 8),
+                _row("Requested Power Limit", _xml_tok(g, "power.limit", _w(p["limitMw"])), 8),
+                _row("Default Power Limit", _xml_tok(g, "power.default_limit", _w(p["defaultLimitMw"])), 8),
+                _row("Min Power Limit", _xml_tok(g, "power.min_limit", _w(p["minLimitMw"])), 8),
+                _row("Max Power Limit", _xml_tok(g, "power.max_limit", _w(p["maxLimitMw"])), 8),
+                "    Clocks\n", _row("Graphics", f"{c['graphicsMhz']} MHz", 8), _row("SM", f"{c['smMhz']} MHz", 8),
+                _row("Memory", f"{c['memoryMhz']} MHz", 8),
+                "    Max Clocks\n", _row("Graphics", f"{c['graphicsMaxMhz']} MHz", 8),
+                _row("SM", f"{c['smMaxMhz']} MHz", 8), _row("Memory", f"{c['memoryMaxMhz']} MHz", 8),
+                "    Temperature\n", _row("GPU Current Temp", f"{g.get('temperatureC', 0)} C", 8),
+            ]
+        if not display or "SUPPORTED_CLOCKS" in display:
+            out.append("    Supported Clocks\n")
+            sup = _supported(g)
+            if not sup:
+                out[-1] = _row("Supported Clocks", "N/A", 4)
+            for mem, graphics in sup:
+                out.append(_row("Memory", f"{mem} MHz", 8))
+                out += [_row("Graphics", f"{x} MHz", 12) for x in graphics]
+        out.append("\n")
+    return "".join(out)
+
+
+def _summary(state: dict[str, Any], gpus: list[dict[str, Any]]) -> str:
+    lines = [time.strftime("%a %b %d %H:%M:%S %Y"),
+             "+-----------------------------------------------------------------------------------------+",
+             f"| NVIDIA-SMI {state.get('driverVersion')}    Driver Version: {state.get('driverVersion')}    "
+             f"CUDA Version: {state.get('cudaVersion')}     |",
+             "|-----------------------------------------+------------------------+----------------------+"]
+    for g in gpus:
+        p = g["power"]
+        lines.append(f"| {g['index']:>3}  {g['name'][:28]:<28} {g.get('persistenceMode', 'On')[:3]:>3} | "
+                     f"{g['busId']:>16} Off | {p['drawMw'] / 1000:>5.0f}W / {p['enforcedLimitMw'] / 1000:>4.0f}W |")
+    lines.append("+-----------------------------------------------------------------------------------------+")
+    return "\n".join(lines) + "\n"
+
+
+# -- set commands ----------------------------------------------------------------------------------
+
+
+def _range(text: str) -> tuple[int, int] | None:
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) == 1:
+        parts = parts * 2
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    lo, hi = int(parts[0]), int(parts[1])
+    return (lo, hi) if 0 < lo <= hi else None
+
+
+def _apply_mem_lock(g: dict[str, Any], lo: int, hi: int) -> None:
+    c = g["clocks"]
+    mems = sorted({int(e["memoryMhz"]) for e in g.get("supportedClocks") or []}, reverse=True)
+    pick = next((m for m in mems if lo <= m <= hi), None)
+    if pick is None:
+        pick = min(mems, key=lambda m: min(abs(m - lo), abs(m - hi))) if mems else c["memoryMhz"]
+    c["memoryMhz"] = pick
+    ceiling = (g.get("smMaxByMem") or {}).get(str(pick))
+    if ceiling is not None:
+        c["graphicsMhz"] = min(c["graphicsMhz"], int(ceiling))
+        c["smMhz"] = min(c["smMhz"], int(ceiling))
+
+
+def _set(root: str, opts: dict[str, str | bool], action: str, ids: str | bool | None) -> int:
+    eow = bool(opts.get("error-on-warning"))
+    value = opts.get(action)
+    try:
+        state = read_nvml_state(root)
+    except FileNotFoundError:
+        _out("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
+        return 9
+    targets = _select(state.get("gpus") or [], ids)
+    if not targets:
+        _out("No devices were found\n")
+        return NOT_FOUND
+    # argument checks first (nothing written on a bad argument)
+    watts: float | None = None
+    rng: tuple[int, int] | None = None
+    if action == "power-limit":
+        try:
+            watts = float(str(value))
+        except ValueError:
+            _out(f'Invalid power limit value "{value}". Please run \'nvidia-smi -h\' for help.\n')
+            return INVALID
+        if watts <= 0:
+            _out(f'Invalid power limit value "{value}". Please run \'nvidia-smi -h\' for help.\n')
+            return INVALID
+    elif action in ("lock-gpu-clocks", "lock-memory-clocks"):
+        rng = _range(str(value))
+        if rng is None:
+            _out(f'Invalid clock values "{value}". Please run \'nvidia-smi -h\' for help.\n')
+            return INVALID
+    elif action == "persistence-mode" and str(value) not in ("0", "1"):
+        _out(f'Invalid persistence mode value "{value}". Please run \'nvidia-smi -h\' for help.\n')
+        return INVALID
+    if _unprivileged():
+        what = {
+            "power-limit": "Changing power management limit",
+            "lock-gpu-clocks": "Setting locked GPU clocks",
+            "lock-memory-clocks": "Setting locked memory clocks",
+            "reset-gpu-clocks": "Resetting locked GPU clocks",
+            "reset-memory-clocks": "Resetting locked memory clocks",
+            "persistence-mode": "Changing persistence mode",
+        }.get(action)
+        if what is not None:
+            _out(f"{what} for GPU {targets[0]['busId']} failed: Insufficient Permissions\n")
+            _out("Terminating early due to previous errors.\n")
+            return NO_PERMISSION
+    # warnings (fieldSupport tokens, unsupported operations), checked for every GPU before any write
+    warnings: dict[str, str] = {}
+    for g in targets:
+        bus = g["busId"]
+        if action == "power-limit":
+            toks = [_token(g, f) for f in ("power.limit", "power.min_limit", "power.max_limit", "power.management")]
+            if any(t is not None for t in toks) or not g["power"].get("managementSupported", True):
+                warnings[bus] = f"Changing power management limit is not supported for GPU: {bus}."
+        elif action == "lock-gpu-clocks" and not _arch_at_least(g, "volta"):
+            warnings[bus] = f"Setting locked GPU clocks is not supported for GPU {bus}."
+        elif action == "lock-memory-clocks" and (
+            not _arch_at_least(g, "ampere") or not g.get("memoryLockSupported", True)
+        ):
+            warnings[bus] = f"Setting locked memory clocks is not supported for GPU {bus}."
+        elif action == "applications-clocks":
+            warnings[bus] = f"Setting applications clocks is not supported for GPU {bus}."
+        elif action == "reset-applications-clocks":
+            warnings[bus] = f"Resetting applications clocks is not supported for GPU {bus}."
+        elif action == "auto-boost-default":
+            warnings[bus] = f"Setting auto boosted clocks default state is not supported for GPU {bus}."
+    if warnings and eow:
+        for g in targets:
+            if g["busId"] in warnings:
+                _out(warnings[g["busId"]] + "\n")
+        _out("Terminating early due to previous errors.\n")
+        return NOT_AVAILABLE
+    code = OK
+    with nvml_transaction(root) as st:
+        by_bus = {g["busId"]: g for g in st.get("gpus") or []}
+        for target in targets:
+            g = by_bus[target["busId"]]
+            bus = g["busId"]
+            if bus in warnings:
+                _out(warnings[bus] + "\n")
+                _out("Treating as warning and moving on.\n")
+                continue
+            p = g["power"]
+            c = g["clocks"]
+            if action == "power-limit" and watts is not None:
+                mw = round(watts * 1000)
+                if not p["minLimitMw"] <= mw <= p["maxLimitMw"]:
+                    _out(f"Provided power limit {watts:.2f} W is not a valid power limit which should be between "
+                         f"{p['minLimitMw'] / 1000:.2f} W and {p['maxLimitMw'] / 1000:.2f} W for GPU {bus}\n")
+                    _out("Terminating early due to previous errors.\n")
+                    code = INVALID
+                    break
+                before = p["limitMw"]
+                p["limitMw"] = mw
+                p["enforcedLimitMw"] = mw
+                _out(f"Power limit for GPU {bus} was set to {mw / 1000:.2f} W from {before / 1000:.2f} W.\n")
+            elif action == "lock-gpu-clocks" and rng is not None:
+                lo, hi = rng
+                c["lockedGraphics"] = {"minMhz": lo, "maxMhz": hi}
+                for k in ("graphicsMhz", "smMhz"):
+                    c[k] = max(lo, min(hi, int(c[k])))
+                ceiling = (g.get("smMaxByMem") or {}).get(str(c["memoryMhz"]))
+                if ceiling is not None and c.get("lockedMemory"):
+                    c["graphicsMhz"] = min(c["graphicsMhz"], int(ceiling))
+                    c["smMhz"] = min(c["smMhz"], int(ceiling))
+                _out(f'GPU clocks set to "(gpuClkMin {lo}, gpuClkMax {hi})" for GPU {bus}\n')
+            elif action == "lock-memory-clocks" and rng is not None:
+                lo, hi = rng
+                c["lockedMemory"] = {"minMhz": lo, "maxMhz": hi}
+                _apply_mem_lock(g, lo, hi)
+                _out(f'Memory clocks set to "(memClkMin {lo}, memClkMax {hi})" for GPU {bus}\n')
+            elif action == "reset-gpu-clocks":
+                c["lockedGraphics"] = None
+                _out(f"GPU clocks reset for GPU {bus}\n")
+            elif action == "reset-memory-clocks":
+                c["lockedMemory"] = None
+                c["memoryMhz"] = c.get("memoryMaxMhz", c["memoryMhz"])
+                _out(f"Memory clocks reset for GPU {bus}\n")
+            elif action == "persistence-mode":
+                on = str(value) == "1"
+                g["persistenceMode"] = "Enabled" if on else "Disabled"
+                _out(f"{'Enabled' if on else 'Disabled'} persistence mode for GPU {bus}.\n")
+    if code == OK:
+        _out("All done.\n")
+    return code
+
+
+_HELP = """NVIDIA System Management Interface -- emulated by joulectl simulate
+
+nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
+
+    -h,   --help                Print usage information and exit.
+    -L,   --list-gpus           Display a list of GPUs connected to the system.
+    -q,   --query               Display GPU or Unit info.
+    -x,   --xml-format          Produce XML output.
+    -d,   --display=            Display only selected information: SUPPORTED_CLOCKS, POWER, CLOCK, ...
+    -i,   --id=                 Target a specific GPU (index, PCI bus id or UUID; comma list).
+    --query-gpu=                Information about GPU (see --help-query-gpu).
+    --format=                   csv[,noheader][,nounits]
+    -pm,  --persistence-mode=   Set persistence mode: 0/DISABLED, 1/ENABLED
+    -pl,  --power-limit=        Specifies maximum power management limit in watts.
+    -lgc, --lock-gpu-clocks=    Specifies <minGpuClock,maxGpuClock> clocks as a pair (MHz).
+    -rgc, --reset-gpu-clocks    Resets the Gpu clocks to the default values.
+    -lmc, --lock-memory-clocks= Specifies <minMemClock,maxMemClock> clocks as a pair (MHz).
+    -rmc, --reset-memory-clocks Resets the memory clocks to the default values.
+    -eow, --error-on-warning    Return a non-zero error for warnings.
+"""
+
+
+def run(root: str, args: list[str]) -> int:
+    """Run ``nvidia-smi ARGS`` against the node tree at ``root``; returns the exit code."""
+    try:
+        opts = _parse(args)
+    except Usage as e:
+        _out(f'Invalid combination of input arguments: unknown option "{e.args[0]}". '
+             "Please run 'nvidia-smi -h' for help.\n")
+        return INVALID
+    if opts.get("help"):
+        _out(_HELP)
+        return OK
+    setters = [s for s in _SETTERS if s in opts]
+    if len(setters) > 1:
+        _out("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
+        return INVALID
+    if setters:
+        return _set(root, opts, setters[0], opts.get("id"))
+    try:
+        state = read_nvml_state(root)
+    except FileNotFoundError:
+        _out("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+             "Make sure that the latest NVIDIA driver is installed and running.\n\n")
+        return 9
+    gpus = _select(state.get("gpus") or [], opts.get("id"))
+    if gpus is None or (not gpus and opts.get("id")):
+        _out("No devices were found\n")
+        return NOT_FOUND
+    if opts.get("list"):
+        return _list(gpus)
+    if "query-gpu" in opts:
+        fmt = opts.get("format")
+        return _query_gpu(state, gpus, str(opts["query-gpu"]), None if fmt is None else str(fmt))
+    if opts.get("query"):
+        display = {d.strip().upper() for d in str(opts.get("display", "")).split(",") if d.strip()}
+        if opts.get("xml"):
+            _out(_xml(state, gpus, display))
+        else:
+            _out(_text(state, gpus, display))
+        return OK
+    if opts.get("xml") or "display" in opts or "format" in opts:
+        _out("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
+        return INVALID
+    _out(_summary(state, gpus))
+    return OK

@@ -1,0 +1,979 @@
+"""Render (or resume) the node trees of a cluster spec under ``DIR/<node>/``.
+
+A node tree is a host root joulectl runs against unmodified (``--root DIR/<node>``): ``sys/``
+(powercap, cpufreq, PCI devices with hwmon, drm), ``proc/`` (cpuinfo, hostname, osrelease),
+``etc/hostname``, ``dev/`` markers, ``bin/`` (the fake vendor tools) and ``state/`` (node.json,
+manifest.json, nvml.json). File modes are those sysfs shows (0444 read-only, 0644 writable,
+0400 ``energy_uj``).
+
+Speed: the layout of a profile is computed once (:func:`template`) as flat lists of directories,
+files, hard links and symlinks; a node is then a loop of plain ``os`` calls. Read-only attributes
+that are the same in every cpufreq policy of a node are hard links to policy0's copy (they are
+never written by anyone, and linking costs a fraction of creating an inode). Trees are rendered
+into ``DIR/.<node>.rendering`` and renamed into place, so a half-rendered tree is never taken
+for a node.
+
+Resume: an existing ``DIR/<node>`` is never rendered again. Its ``state/node.json`` must name
+the same node, profile, profile hash and layout version, and every entry of the layout must be
+of the right kind; missing entries are created, and nothing present is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from joulectl.errors import InputError
+from joulectl.sim.clusterspec import SpecNode
+from joulectl.sim.profiles import DEFAULT_LIMIT_BITS, PSYS_LIMIT_BITS, Profile
+from joulectl.sim.tools.state import load_manifest, read_nvml_state, write_nvml_state
+
+__all__ = [
+    "LAYOUT_VERSION",
+    "RenderError",
+    "RenderStats",
+    "load_manifest",
+    "read_nvml_state",
+    "render_nodes",
+    "template",
+    "write_nvml_state",
+]
+
+LAYOUT_VERSION = 1
+R, W, E = 0o444, 0o644, 0o400  # read-only attribute, writable attribute, energy_uj (PLATYPUS)
+AMD_PERF_LEVELS = (
+    "auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
+    "profile_peak", "perf_determinism",
+)
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class RenderError(InputError):
+    """A tree that cannot be resumed (another node or profile, or an entry of the wrong kind)."""
+
+
+@dataclass
+class Template:
+    """The layout of one resolved profile, relative to a node root."""
+
+    dirs: list[str] = field(default_factory=list)
+    files: list[tuple[str, bytes, int]] = field(default_factory=list)
+    hardlinks: list[tuple[str, str]] = field(default_factory=list)  # (path, existing path)
+    symlinks: list[tuple[str, str]] = field(default_factory=list)  # (path, relative target)
+    writable: list[dict[str, Any]] = field(default_factory=list)
+    counters: list[dict[str, Any]] = field(default_factory=list)
+    nvml: dict[str, Any] | None = None
+    #: directory -> {entry name: kind} ("d", "f", "l"), for resume checks
+    expected: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def d(self, path: str) -> None:
+        self.dirs.append(path)
+
+    def f(self, path: str, content: str | bytes, mode: int = R) -> None:
+        data = content if isinstance(content, bytes) else content.encode()
+        self.files.append((path, data, mode))
+
+    def a(self, path: str, value: Any, mode: int = R) -> None:
+        """A sysfs attribute: the value and a newline."""
+        self.f(path, f"{value}\n", mode)
+
+    def link(self, path: str, target: str) -> None:
+        self.symlinks.append((path, target))
+
+    def w(self, path: str, kind: str, component: str, **rule: Any) -> None:
+        self.writable.append({"path": path, "kind": kind, "component": component,
+                              "rule": {k: v for k, v in rule.items() if v is not None}})
+
+    def c(self, path: str, kind: str, component: str, **extra: Any) -> None:
+        self.counters.append({"path": path, "kind": kind, "component": component, **extra})
+
+    def finish(self) -> None:
+        exp: dict[str, dict[str, str]] = {"": {}}
+        for d in self.dirs:
+            exp.setdefault(d, {})
+            parent, _, name = d.rpartition("/")
+            exp.setdefault(parent, {})[name] = "d"
+        for path, kind in [(p, "f") for p, _, _ in self.files] + [(p, "f") for p, _ in self.hardlinks] + [
+            (p, "l") for p, _ in self.symlinks
+        ]:
+            parent, _, name = path.rpartition("/")
+            exp.setdefault(parent, {})[name] = kind
+        self.expected = exp
+
+
+def _uw(w: float) -> int:
+    from joulectl.units import w_to_uw
+
+    return w_to_uw(w)
+
+
+def _range_text(n: int) -> str:
+    return f"0-{n - 1}" if n > 1 else "0"
+
+
+# -- CPU ---------------------------------------------------------------------------------------
+
+
+def _cpu_order(cpu: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """(socket, core, thread) of each logical CPU in Linux numbering: thread 0 of every core first."""
+    sockets, cores, threads = int(cpu["sockets"]), int(cpu["coresPerSocket"]), int(cpu.get("threadsPerCore", 1))
+    return [(s, c, t) for t in range(threads) for s in range(sockets) for c in range(cores)]
+
+
+def cpu_flags(cpu: dict[str, Any]) -> list[str]:
+    """The cpuinfo flags a profile implies (emulate-mode seed) plus its own ``flags``."""
+    out: list[str] = []
+    freq = cpu.get("cpufreq") or {}
+    if freq.get("hwp"):
+        out.append("hwp")
+        if freq.get("driver") in ("intel_pstate", "intel_cpufreq"):
+            out.append("hwp_epp")
+    if cpu.get("virtual"):
+        out.append("hypervisor")
+    for flag in cpu.get("flags") or []:
+        if flag not in out:
+            out.append(str(flag))
+    return out
+
+
+def _cpuinfo(cpu: dict[str, Any]) -> str:
+    order = _cpu_order(cpu)
+    cores = int(cpu["coresPerSocket"])
+    threads = int(cpu.get("threadsPerCore", 1))
+    freq = cpu.get("cpufreq") or {}
+    mhz = (freq.get("baseKHz") or freq.get("maxKHz") or 2_000_000) / 1000
+    flags = cpu_flags(cpu)
+    amd = cpu["vendor"] == "AuthenticAMD"
+    blocks = []
+    for n, (s, c, t) in enumerate(order):
+        apic = (s * cores + c) * (2 if threads > 1 else 1) + t
+        lines = [
+            f"processor\t: {n}",
+            f"vendor_id\t: {cpu['vendor']}",
+            f"cpu family\t: {cpu.get('family', 6)}",
+            f"model\t\t: {cpu.get('modelId', 0)}",
+            f"model name\t: {cpu['model']}",
+            f"stepping\t: {cpu.get('stepping', 0)}",
+            f"microcode\t: {cpu.get('microcode', '0x1')}",
+            f"cpu MHz\t\t: {mhz:.3f}",
+            f"cache size\t: {cpu.get('cacheKB', 0)} KB",
+            f"physical id\t: {s}",
+            f"siblings\t: {cores * threads}",
+            f"core id\t\t: {c}",
+            f"cpu cores\t: {cores}",
+            f"apicid\t\t: {apic}",
+            f"initial apicid\t: {apic}",
+            "fpu\t\t: yes",
+            "fpu_exception\t: yes",
+            f"cpuid level\t: {16 if amd else 32}",
+            "wp\t\t: yes",
+        ]
+        if flags:
+            lines.append(f"flags\t\t: {' '.join(flags)}")
+        lines += [
+            f"bogomips\t: {2 * mhz:.2f}",
+            "clflush size\t: 64",
+            "cache_alignment\t: 64",
+            "address sizes\t: 52 bits physical, 57 bits virtual",
+            "power management:" + (" ts ttp tm hwpstate cpb eff_freq_ro" if amd and not cpu.get("virtual") else ""),
+        ]
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks) + "\n"
+
+
+def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
+    base = "sys/devices/system/cpu"
+    n = len(_cpu_order(cpu))
+    t.d("sys/devices/system/cpu")
+    for name in ("online", "possible", "present"):
+        t.a(f"{base}/{name}", _range_text(n))
+    t.a(f"{base}/offline", "")
+    freq = cpu.get("cpufreq") or {}
+    driver = freq.get("driver", "none")
+    for i in range(n):
+        t.d(f"{base}/cpu{i}")
+    if driver in (None, "none"):
+        return
+    t.d(f"{base}/cpufreq")
+    turbo = bool(freq.get("turbo", True))
+    min_khz = int(freq.get("minKHz", 800_000))
+    max_khz = int(freq.get("turboMaxKHz") or freq.get("maxKHz", 3_000_000))
+    base_khz = int(freq.get("baseKHz") or max_khz)
+    shown_max = max_khz if turbo else base_khz
+    governors = list(freq.get("governors") or ["performance", "powersave"])
+    governor = str(freq.get("governor", governors[0]))
+    epp_avail = list(freq.get("eppAvailable") or [])
+    epp = freq.get("epp")
+    intel = driver in ("intel_pstate", "intel_cpufreq")
+    amd = driver.startswith("amd-pstate")
+    shared = ["cpuinfo_min_freq", "cpuinfo_transition_latency", "scaling_driver", "scaling_available_governors"]
+    if intel and freq.get("hwp"):
+        shared.append("base_frequency")
+    if epp_avail:
+        shared.append("energy_performance_available_preferences")
+    if amd:
+        shared += ["amd_pstate_lowest_nonlinear_freq", "amd_pstate_max_freq"]
+    for i in range(n):
+        p = f"{base}/cpufreq/policy{i}"
+        comp = f"policy{i}"
+        t.d(p)
+        t.a(f"{p}/affected_cpus", i)
+        t.a(f"{p}/related_cpus", i)
+        t.a(f"{p}/cpuinfo_max_freq", shown_max)
+        t.a(f"{p}/scaling_cur_freq", base_khz)
+        t.a(f"{p}/scaling_governor", governor, W)
+        t.a(f"{p}/scaling_max_freq", shown_max, W)
+        t.a(f"{p}/scaling_min_freq", min_khz, W)
+        t.a(f"{p}/scaling_setspeed", "<unsupported>", W)
+        t.w(f"{p}/scaling_governor", "cpufreq_governor", comp, allowed=governors, default=governor)
+        t.w(f"{p}/scaling_max_freq", "cpufreq_max", comp, minKhz=min_khz, maxKhz=max_khz, default=str(shown_max))
+        t.w(f"{p}/scaling_min_freq", "cpufreq_min", comp, minKhz=min_khz, maxKhz=max_khz, default=str(min_khz))
+        t.c(f"{p}/scaling_cur_freq", "freq_khz", comp)
+        if epp_avail:
+            t.a(f"{p}/energy_performance_preference", epp or "default", W)
+            t.w(f"{p}/energy_performance_preference", "epp", comp, allowed=epp_avail, default=epp,
+                busyUnderPerformance=True, governorFile=f"{p}/scaling_governor")
+        if i == 0:
+            t.a(f"{p}/cpuinfo_min_freq", min_khz)
+            t.a(f"{p}/cpuinfo_transition_latency", int(freq.get("transitionLatencyNs", 0)))
+            t.a(f"{p}/scaling_driver", driver)
+            t.a(f"{p}/scaling_available_governors", " ".join(governors))
+            if "base_frequency" in shared:
+                t.a(f"{p}/base_frequency", base_khz)
+            if epp_avail:
+                t.a(f"{p}/energy_performance_available_preferences", " ".join(epp_avail) + " ")
+            if amd:
+                t.a(f"{p}/amd_pstate_lowest_nonlinear_freq", min_khz)
+                t.a(f"{p}/amd_pstate_max_freq", max_khz)
+        else:
+            for name in shared:
+                t.hardlinks.append((f"{p}/{name}", f"{base}/cpufreq/policy0/{name}"))
+        t.link(f"{base}/cpu{i}/cpufreq", f"../cpufreq/policy{i}")
+    if intel:
+        ip = f"{base}/intel_pstate"
+        t.d(ip)
+        t.a(f"{ip}/status", "active" if driver == "intel_pstate" else "passive", W)
+        t.a(f"{ip}/no_turbo", 0 if turbo else 1, W)
+        t.a(f"{ip}/max_perf_pct", 100, W)
+        t.a(f"{ip}/min_perf_pct", max(1, round(100 * min_khz / max_khz)), W)
+        t.a(f"{ip}/num_pstates", (max_khz - min_khz) // 100_000 + 1)
+        t.a(f"{ip}/turbo_pct", round(100 * (max_khz - base_khz) / max(1, max_khz - min_khz)))
+        if freq.get("hwp"):
+            t.a(f"{ip}/hwp_dynamic_boost", 0, W)
+        t.w(f"{ip}/no_turbo", "no_turbo", "cpu", allowed=["0", "1"], default="0" if turbo else "1",
+            baseKhz=base_khz, maxKhz=max_khz)
+    else:
+        t.a(f"{base}/cpufreq/boost", 1 if turbo else 0, W)
+        t.w(f"{base}/cpufreq/boost", "boost", "cpu", allowed=["0", "1"], default="1" if turbo else "0",
+            baseKhz=base_khz, maxKhz=max_khz)
+        if amd:
+            t.d(f"{base}/amd_pstate")
+            t.a(f"{base}/amd_pstate/status", "active" if driver == "amd-pstate-epp" else "passive", W)
+
+
+def _zone_files(t: Template, path: str, comp: str, zone: dict[str, Any], name: str, pc: dict[str, Any]) -> None:
+    t.d(path)
+    t.a(f"{path}/name", name)
+    cons = zone.get("constraints") or []
+    locked = any(c.get("locked") and c.get("name") == "long_term" for c in cons)
+    enabled = bool(zone.get("enabled", not zone.get("energyOnly", False))) and not locked
+    t.a(f"{path}/enabled", 1 if enabled else 0, W)
+    t.a(f"{path}/energy_uj", 0, E)
+    max_range = int(pc.get("maxEnergyRangeUJ", 262143328850))
+    t.a(f"{path}/max_energy_range_uj", max_range)
+    t.c(f"{path}/energy_uj", "energy_uj", comp, maxRange=max_range)
+    unit = int(pc.get("powerUnitUW", 125_000))
+    for i, con in enumerate(cons):
+        cname = str(con["name"])
+        limit = _uw(float(con.get("limitW", 0)))
+        t.a(f"{path}/constraint_{i}_name", cname)
+        t.a(f"{path}/constraint_{i}_power_limit_uw", limit, W)
+        t.a(f"{path}/constraint_{i}_time_window_us", int(con.get("timeWindowUs", 999424)), W)
+        if "maxW" in con:
+            t.a(f"{path}/constraint_{i}_max_power_uw", _uw(float(con["maxW"])))
+        if "minW" in con:
+            t.a(f"{path}/constraint_{i}_min_power_uw", _uw(float(con["minW"])))
+        if "maxTimeWindowUs" in con:
+            t.a(f"{path}/constraint_{i}_max_time_window_us", int(con["maxTimeWindowUs"]))
+        bits = con.get("limitBits") or (
+            PSYS_LIMIT_BITS if zone.get("name") == "psys" else DEFAULT_LIMIT_BITS.get(cname, 15)
+        )
+        wcomp = comp if cname == "long_term" else f"{comp}.{cname}"
+        t.w(f"{path}/constraint_{i}_power_limit_uw", "rapl_limit", wcomp, constraint=cname,
+            minUw=_uw(float(con.get("minW", 0))), maxUw=_uw(float(con["maxW"])) if "maxW" in con else None,
+            limitBits=int(bits), unitUw=unit, locked=bool(con.get("locked", False)), default=str(limit))
+        t.w(f"{path}/constraint_{i}_time_window_us", "rapl_time_window", wcomp,
+            default=str(int(con.get("timeWindowUs", 999424))))
+
+
+def _powercap(t: Template, cpu: dict[str, Any]) -> None:
+    pc = cpu.get("powercap") or {}
+    zones = pc.get("zones") or []
+    if not zones:
+        return
+    ctype = str(pc.get("controlType", "intel-rapl"))
+    root = f"sys/devices/virtual/powercap/{ctype}"
+    t.d("sys/devices/virtual/powercap")
+    t.d(root)
+    t.a(f"{root}/enabled", 1, W)
+    t.d("sys/class/powercap")
+    t.link(f"sys/class/powercap/{ctype}", f"../../devices/virtual/powercap/{ctype}")
+    sockets = int(cpu["sockets"])
+    top: list[tuple[dict[str, Any], int | None]] = []
+    for z in zones:
+        if z.get("name") == "package" or z.get("perSocket"):
+            top += [(z, s) for s in range(sockets)]
+    top += [(z, None) for z in zones if not (z.get("name") == "package" or z.get("perSocket"))]
+    for zid, (z, s) in enumerate(top):
+        zname = f"{ctype}:{zid:x}"
+        path = f"{root}/{zname}"
+        if z["name"] == "package":
+            name, comp = f"package-{s}", f"pkg{s}"
+        elif z["name"] == "psys":
+            name, comp = ("psys" if not s else f"psys-{s}"), "psys"
+        else:
+            name, comp = str(z["name"]), f"{z['name']}{s or 0}"
+        _zone_files(t, path, comp, z, name, pc)
+        t.link(f"sys/class/powercap/{zname}", f"../../devices/virtual/powercap/{ctype}/{zname}")
+        for ci, child in enumerate(z.get("children") or []):
+            cid = f"{zname}:{ci:x}"
+            cpath = f"{path}/{cid}"
+            _zone_files(t, cpath, f"{child['name']}{s or 0}", child, str(child["name"]), pc)
+            t.link(f"sys/class/powercap/{cid}", f"../../devices/virtual/powercap/{ctype}/{zname}/{cid}")
+
+
+def _cpu_hwmon(t: Template, cpu: dict[str, Any], next_hwmon: list[int]) -> None:
+    if cpu.get("virtual"):
+        return
+    amd = cpu["vendor"] == "AuthenticAMD"
+    for s in range(int(cpu["sockets"])):
+        if amd:
+            dev = f"sys/devices/pci0000:{(s * 0x80):02x}/0000:{(s * 0x80):02x}:18.3"
+            t.d(f"sys/devices/pci0000:{(s * 0x80):02x}")
+        else:
+            dev = f"sys/devices/platform/coretemp.{s}"
+            t.d("sys/devices/platform")
+        n = next_hwmon[0]
+        next_hwmon[0] += 1
+        h = f"{dev}/hwmon/hwmon{n}"
+        t.d(dev)
+        t.d(f"{dev}/hwmon")
+        t.d(h)
+        t.a(f"{h}/name", "k10temp" if amd else "coretemp")
+        t.a(f"{h}/temp1_input", 40000)
+        t.a(f"{h}/temp1_label", "Tctl" if amd else f"Package id {s}")
+        t.link(f"{h}/device", "../..")
+        t.link(f"sys/class/hwmon/hwmon{n}", "../../" + h[len("sys/"):])
+        t.c(f"{h}/temp1_input", "temp_mc", f"pkg{s}")
+
+
+# -- GPUs --------------------------------------------------------------------------------------
+
+
+def _pci_dev(t: Template, bdf: str, vendor_id: str, device_id: str, pci_class: str, driver: str,
+             numa: int, subsys: str = "0x0000") -> str:
+    domain, bus = bdf.split(":")[0], bdf.split(":")[1]
+    host = f"sys/devices/pci{domain}:{bus}"
+    dev = f"{host}/{bdf}"
+    if host not in t.dirs:
+        t.d(host)
+    t.d(dev)
+    t.a(f"{dev}/vendor", vendor_id)
+    t.a(f"{dev}/device", device_id)
+    t.a(f"{dev}/class", pci_class)
+    t.a(f"{dev}/subsystem_vendor", vendor_id)
+    t.a(f"{dev}/subsystem_device", subsys)
+    t.a(f"{dev}/numa_node", numa)
+    t.a(f"{dev}/enable", 1, W)
+    t.link(f"{dev}/driver", f"../../../bus/pci/drivers/{driver}")
+    t.link(f"sys/bus/pci/devices/{bdf}", f"../../../devices/pci{domain}:{bus}/{bdf}")
+    t.link(f"sys/bus/pci/drivers/{driver}/{bdf}", f"../../../../devices/pci{domain}:{bus}/{bdf}")
+    return dev
+
+
+def _drm(t: Template, dev: str, card: int) -> None:
+    t.d(f"{dev}/drm")
+    t.d(f"{dev}/drm/card{card}")
+    t.link(f"{dev}/drm/card{card}/device", "../..")
+    t.d(f"{dev}/drm/renderD{128 + card}")
+    t.link(f"{dev}/drm/renderD{128 + card}/device", "../..")
+    t.link(f"sys/class/drm/card{card}", "../../" + dev[len("sys/"):] + f"/drm/card{card}")
+    t.link(f"sys/class/drm/renderD{128 + card}", "../../" + dev[len("sys/"):] + f"/drm/renderD{128 + card}")
+    t.f(f"dev/dri/card{card}", b"", 0o666)
+    t.f(f"dev/dri/renderD{128 + card}", b"", 0o666)
+
+
+def _hwmon_dir(t: Template, dev: str, next_hwmon: list[int], name: str) -> str:
+    n = next_hwmon[0]
+    next_hwmon[0] += 1
+    h = f"{dev}/hwmon/hwmon{n}"
+    t.d(f"{dev}/hwmon")
+    t.d(h)
+    t.a(f"{h}/name", name)
+    t.link(f"{h}/device", "../..")
+    t.link(f"sys/class/hwmon/hwmon{n}", "../../" + h[len("sys/"):])
+    return h
+
+
+def _numa(i: int, count: int, sockets: int) -> int:
+    return min(sockets - 1, i * sockets // max(1, count))
+
+
+def _amd(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
+    g = prof.gpus
+    amd = g.get("amd") or {}
+    power = g.get("power") or {}
+    sockets = int(prof.cpu["sockets"])
+    t.d("sys/bus/pci/drivers/amdgpu")
+    t.f("dev/kfd", b"", 0o666)
+    pinned = g.get("pinnedCapW")
+    levels = [int(x) for x in amd.get("sclkMhz") or []]
+    cards: list[dict[str, Any]] = []
+    for i, bdf in enumerate(g["busIds"]):
+        comp = f"gpu{i}"
+        dev = _pci_dev(t, bdf, "0x1002", str(g.get("pciDeviceId", "0x0000")), str(g.get("pciClass", "0x038000")),
+                       "amdgpu", _numa(i, prof.gpu_count, sockets))
+        secondary = bool(g.get("secondaryDies")) and i % 2 == 1
+        primary = g["busIds"][i - 1] if secondary else None
+        h = _hwmon_dir(t, dev, next_hwmon, "amdgpu")
+        cap = _uw(float(power.get("capW", power.get("maxW", 0))))
+        cap_max = _uw(float(power.get("maxW", 0)))
+        cap_min = _uw(float(power.get("minW", 0)))
+        default = _uw(float(power.get("defaultW", power.get("maxW", 0))))
+        t.a(f"{h}/power1_cap", 0 if secondary else cap, W)
+        t.a(f"{h}/power1_cap_max", cap_max)
+        t.a(f"{h}/power1_cap_min", cap_min)
+        t.a(f"{h}/power1_cap_default", 0 if secondary else default)
+        t.a(f"{h}/power1_label", "PPT")
+        idle = _uw(float((g.get("physics") or {}).get("idleW", 0)))
+        t.a(f"{h}/power1_average", 0 if secondary else idle)
+        temp = int(float(g.get("temperatureC", 35)) * 1000)
+        if g.get("architecture") == "cdna3":  # GC 9.4.3 hides temp1 (edge): hotspot and memory only
+            t.a(f"{h}/temp2_input", temp)
+            t.a(f"{h}/temp2_label", "junction")
+            t.a(f"{h}/temp3_input", temp)
+            t.a(f"{h}/temp3_label", "mem")
+            t.c(f"{h}/temp2_input", "temp_mc", comp)
+        else:
+            t.a(f"{h}/temp1_input", temp)
+            t.a(f"{h}/temp1_label", "edge")
+            t.c(f"{h}/temp1_input", "temp_mc", comp)
+        t.c(f"{h}/power1_average", "power_uw", comp, secondary=secondary)
+        t.w(f"{h}/power1_cap", "amdgpu_cap", comp, minUw=cap_min, maxUw=cap_max,
+            pinnedUw=_uw(float(pinned)) if pinned else None, secondary=secondary,
+            primaryBusId=primary, default=str(0 if secondary else cap),
+            errno="EINVAL")
+        level = str(amd.get("perfLevel", "auto"))
+        t.a(f"{dev}/power_dpm_force_performance_level", level, W)
+        t.w(f"{dev}/power_dpm_force_performance_level", "amd_perf_level", comp, allowed=list(AMD_PERF_LEVELS),
+            default=level)
+        if levels:
+            top = len(levels) - 1
+            text = "".join(f"{j}: {mhz}Mhz{' *' if j == top else ''}\n" for j, mhz in enumerate(levels))
+            t.f(f"{dev}/pp_dpm_sclk", text, W)
+            t.w(f"{dev}/pp_dpm_sclk", "amd_sclk", comp, allowed=[str(x) for x in levels], levels=len(levels),
+                default=text)
+            t.c(f"{dev}/pp_dpm_sclk", "sclk", comp)
+        if amd.get("partition"):
+            avail = str(amd.get("availablePartitions", amd["partition"]))
+            t.a(f"{dev}/current_compute_partition", amd["partition"], W)
+            t.a(f"{dev}/available_compute_partition", avail)
+            t.w(f"{dev}/current_compute_partition", "amd_partition", comp,
+                allowed=[p.strip() for p in avail.split(",")], default=str(amd["partition"]))
+        if amd.get("memoryPartition"):
+            t.a(f"{dev}/current_memory_partition", amd["memoryPartition"])
+            t.a(f"{dev}/available_memory_partition", "NPS1, NPS4")
+        t.a(f"{dev}/mem_info_vram_total", int(g.get("memoryMiB", 0)) << 20)
+        t.a(f"{dev}/gpu_busy_percent", 0)
+        t.a(f"{dev}/product_name", amd.get("marketName", g.get("model", "")))
+        _drm(t, dev, i)
+        cards.append({"card": i, "busId": bdf, "device": dev, "hwmon": h, "secondary": secondary,
+                      "primaryBusId": primary, "pinnedW": pinned})
+    doc = {
+        "version": 1, "marketName": amd.get("marketName", g.get("model", "")), "sku": amd.get("sku", ""),
+        "gfxVersion": amd.get("gfxVersion", ""), "deviceId": g.get("pciDeviceId", ""),
+        "unprivilegedSetIsNoop": bool(amd.get("unprivilegedSetIsNoop", False)), "cards": cards,
+    }
+    t.f("state/amd.json", json.dumps(doc, indent=1) + "\n", 0o444)
+
+
+def _intel(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
+    g = prof.gpus
+    it = g.get("intel") or {}
+    driver = str(it.get("driver", "i915"))
+    sockets = int(prof.cpu["sockets"])
+    t.d(f"sys/bus/pci/drivers/{driver}")
+    rated = _uw(float(it["ratedMaxW"]))
+    clamp = [_uw(float(it.get("clampMinW", 40))), _uw(float(it.get("clampMaxW", it["ratedMaxW"])))]
+    ch = "power1" if driver == "i915" else "power2"
+    en = "energy1" if driver == "i915" else "energy2"
+    for i, bdf in enumerate(g["busIds"]):
+        comp = f"gpu{i}"
+        dev = _pci_dev(t, bdf, "0x8086", str(g.get("pciDeviceId", "0x0000")), str(g.get("pciClass", "0x038000")),
+                       driver, _numa(i, prof.gpu_count, sockets))
+        h = _hwmon_dir(t, dev, next_hwmon, driver)
+        t.a(f"{h}/{ch}_max", rated, 0o664)
+        t.a(f"{h}/{ch}_rated_max", rated)
+        t.a(f"{h}/{ch}_max_interval", 1000, 0o664)
+        t.a(f"{h}/{en}_input", 0)
+        if driver == "xe":
+            t.a(f"{h}/{ch}_label", "pkg")
+            t.a(f"{h}/{en}_label", "pkg")
+        t.a(f"{h}/temp1_input" if driver == "i915" else f"{h}/temp2_input",
+            int(float(g.get("temperatureC", 35)) * 1000))
+        t.w(f"{h}/{ch}_max", "intel_pl1", comp, clampUw=clamp, ratedMaxUw=rated, zeroDisables=True,
+            default=str(rated))
+        t.w(f"{h}/{ch}_max_interval", "intel_pl1_interval", comp, maxMs=256_000, default="1000")
+        t.c(f"{h}/{en}_input", "energy_uj", comp)
+        _drm(t, dev, i)
+
+
+def _nvidia(t: Template, prof: Profile) -> None:
+    g = prof.gpus
+    sockets = int(prof.cpu["sockets"])
+    t.d("sys/bus/pci/drivers/nvidia")
+    t.f("dev/nvidiactl", b"", 0o666)
+    t.f("dev/nvidia-uvm", b"", 0o666)
+    t.f("dev/nvidia-uvm-tools", b"", 0o666)
+    for i, board in enumerate(prof.boards):
+        bdf = str(board["pci"]["bus_id"]).lower()
+        pci = board.get("pci") or {}
+        dev_id = int(pci.get("device_id", 0))
+        sub = int(pci.get("subsystem_id", 0))
+        _pci_dev(t, bdf, "0x10de", f"0x{dev_id >> 16:04x}", str(g.get("pciClass", "0x030200")), "nvidia",
+                 _numa(i, prof.gpu_count, sockets), f"0x{sub >> 16:04x}")
+        t.f(f"dev/nvidia{int(board.get('minor_number', i))}", b"", 0o666)
+    t.nvml = nvml_document(prof)
+
+
+def _mhz_list(board: dict[str, Any]) -> list[dict[str, Any]]:
+    sc = (board.get("supported_clocks") or {}).get("memory_clocks") or []
+    return [{"memoryMhz": int(m["freq_mhz"]), "graphicsMhz": [int(x) for x in m.get("graphics_clocks") or []]}
+            for m in sc]
+
+
+def nvml_document(prof: Profile) -> dict[str, Any]:
+    """The initial ``state/nvml.json`` of an NVIDIA profile (limits mW, clocks MHz, energy mJ)."""
+    g = prof.gpus
+    system = prof.board_system
+    exposure = str(g.get("exposure", "whole"))
+    mig_on = exposure.startswith("mig")
+    pm = g.get("persistenceMode")
+    gpus = []
+    for i, b in enumerate(prof.boards):
+        p = b.get("power") or {}
+        c = b.get("clocks") or {}
+        mem = b.get("memory") or {}
+        cc = b.get("compute_capability") or {}
+        mig_cfg = g.get("mig") or {}
+        persistence = pm if pm else str(b.get("persistence_mode", "enabled"))
+        mig_devices: list[dict[str, Any]] = []
+        if exposure == "mig-single":
+            mig_devices = [{"profile": mig_cfg.get("single")} for _ in range(int((mig_cfg.get("profiles") or {}).get(
+                mig_cfg.get("single"), 1)))]
+        elif exposure == "mig-mixed":
+            for name, n in (mig_cfg.get("mixed") or {}).items():
+                mig_devices += [{"profile": name} for _ in range(int(n))]
+        default_mw = int(p.get("default_limit_mw", p.get("max_limit_mw", 0)))
+        gpus.append({
+            "index": int(b["index"]),
+            "minorNumber": int(b.get("minor_number", i)),
+            "busId": "0000" + str(b["pci"]["bus_id"]).upper(),
+            "uuid": str(b["uuid"]),
+            "serial": str(b.get("serial", "")),
+            "name": str(b.get("name", g.get("model", "NVIDIA GPU"))),
+            "brand": str(b.get("brand", "nvidia")),
+            "architecture": str(b.get("architecture", "unknown")).lower(),
+            "computeCapability": f"{cc.get('major', 0)}.{cc.get('minor', 0)}",
+            "vbiosVersion": str(b.get("vbios_version", "")),
+            "boardPartNumber": str(b.get("board_part_number", "")),
+            "pciDeviceId": f"0x{int((b.get('pci') or {}).get('device_id', 0)):08X}",
+            "memoryTotalMiB": int(mem.get("total_bytes", 0)) >> 20,
+            "memoryReservedMiB": int(mem.get("reserved_bytes", 0)) >> 20,
+            "power": {
+                "managementSupported": bool(p.get("management_supported", True)),
+                "limitMw": int(p.get("enforced_limit_mw", default_mw)),
+                "enforcedLimitMw": int(p.get("enforced_limit_mw", default_mw)),
+                "defaultLimitMw": default_mw,
+                "minLimitMw": int(p.get("min_limit_mw", 0)),
+                "maxLimitMw": int(p.get("max_limit_mw", default_mw)),
+                "drawMw": int(p.get("current_draw_mw", 0)),
+                "energyMj": 0,
+            },
+            "pstate": str(b.get("performance_state", p.get("power_state", "P0"))),
+            "clocks": {
+                "graphicsMhz": int(c.get("graphics_current", 0)),
+                "smMhz": int(c.get("sm_current", c.get("graphics_current", 0))),
+                "memoryMhz": int(c.get("memory_current", 0)),
+                "videoMhz": int(c.get("video_current", 0)),
+                "graphicsMaxMhz": int(c.get("graphics_max", 0)),
+                "smMaxMhz": int(c.get("sm_max", c.get("graphics_max", 0))),
+                "memoryMaxMhz": int(c.get("memory_max", 0)),
+                "videoMaxMhz": int(c.get("video_max", 0)),
+                "graphicsAppMhz": int(c.get("graphics_app", 0)),
+                "memoryAppMhz": int(c.get("memory_app", 0)),
+                "lockedGraphics": c.get("locked_graphics"),
+                "lockedMemory": c.get("locked_memory"),
+            },
+            "supportedClocks": _mhz_list(b),
+            "smMaxByMem": {str(k): int(v) for k, v in ((g.get("clocks") or {}).get("supported") or {}).get(
+                "smMaxByMem", {}).items()},
+            "memoryLockSupported": bool((g.get("clocks") or {}).get("memoryLockSupported", True)),
+            "persistenceMode": "Enabled" if persistence.lower() == "enabled" else "Disabled",
+            "fieldSupport": {str(k): str(v) for k, v in (g.get("fieldSupport") or {}).items()},
+            "mig": {
+                "capable": bool(mig_cfg.get("capable", False)),
+                "mode": "Enabled" if mig_on else ("Disabled" if mig_cfg.get("capable") else "N/A"),
+                "devices": mig_devices,
+            },
+            "temperatureC": int((b.get("thermal") or {}).get("temperature_gpu_c", 30)),
+            "temperatureMemoryC": (b.get("thermal") or {}).get("temperature_memory_c"),
+            "utilizationGpu": 0,
+            "utilizationMemory": 0,
+            "computeMode": str(b.get("compute_mode", "default")),
+        })
+    return {
+        "version": 1,
+        "driverVersion": str(system.get("driver_version", "550.163.01")),
+        "cudaVersion": str(system.get("cuda_version", "12.4")),
+        "nvmlVersion": str(system.get("nvml_version", "")),
+        "gpus": gpus,
+    }
+
+
+def _tool_script(tool: str) -> bytes:
+    return (
+        f"#!{sys.executable} -S\n"
+        f"# fake {tool} rendered by joulectl simulate: reads and writes this node's sys/ and state/\n"
+        "import sys\n"
+        f"sys.path.insert(0, {_PKG_PARENT!r})\n"
+        "from joulectl.sim.tools.fakesmi import main\n"
+        f"main({tool!r}, __file__)\n"
+    ).encode()
+
+
+# -- the template --------------------------------------------------------------------------------
+
+_TEMPLATES: dict[str, Template] = {}
+
+
+def template(prof: Profile) -> Template:
+    """The node layout of a resolved profile, computed once per profile hash."""
+    key = prof.profile_hash()
+    if key in _TEMPLATES:
+        return _TEMPLATES[key]
+    t = Template()
+    for d in ("bin", "dev", "dev/dri", "etc", "proc", "proc/sys", "proc/sys/kernel", "state", "state/.tmp", "sys",
+              "sys/bus", "sys/bus/pci", "sys/bus/pci/devices", "sys/bus/pci/drivers", "sys/class", "sys/class/drm",
+              "sys/class/hwmon", "sys/devices", "sys/devices/system", "sys/devices/virtual"):
+        t.d(d)
+    cpu = prof.cpu
+    t.f("proc/cpuinfo", _cpuinfo(cpu))
+    mem_kib = int((prof.data.get("node") or {}).get("memoryGiB", 64)) * 1024 * 1024
+    t.f("proc/meminfo", f"MemTotal:       {mem_kib} kB\nMemFree:        {mem_kib - mem_kib // 50} kB\n")
+    t.a("proc/sys/kernel/osrelease", (prof.data.get("node") or {}).get("kernel", "6.8.0-57-generic"))
+    _cpufreq(t, cpu)
+    _powercap(t, cpu)
+    next_hwmon = [0]
+    _cpu_hwmon(t, cpu, next_hwmon)
+    vendor = prof.gpu_vendor
+    if vendor == "amd":
+        _amd(t, prof, next_hwmon)
+        t.f("bin/rocm-smi", _tool_script("rocm-smi"), 0o755)
+        t.f("bin/amd-smi", _tool_script("amd-smi"), 0o755)
+    elif vendor == "intel":
+        _intel(t, prof, next_hwmon)
+    elif vendor == "nvidia":
+        _nvidia(t, prof)
+        t.f("bin/nvidia-smi", _tool_script("nvidia-smi"), 0o755)
+    # parents of every directory first (sorted by depth keeps the creation order valid)
+    seen: set[str] = set()
+    ordered: list[str] = []
+    for d in t.dirs:
+        parts = d.split("/")
+        for k in range(1, len(parts) + 1):
+            sub = "/".join(parts[:k])
+            if sub not in seen:
+                seen.add(sub)
+                ordered.append(sub)
+    for path, _ in t.symlinks:
+        parts = path.split("/")[:-1]
+        for k in range(1, len(parts) + 1):
+            sub = "/".join(parts[:k])
+            if sub not in seen:
+                seen.add(sub)
+                ordered.append(sub)
+    t.dirs = ordered
+    t.finish()
+    _node_files_expected(t)
+    _TEMPLATES[key] = t
+    return t
+
+
+def _node_files(node: SpecNode, t: Template) -> list[tuple[str, bytes, int]]:
+    prof = node.profile
+    meta = {"node": node.name, "profile": prof.name, "profileHash": prof.profile_hash(),
+            "layoutVersion": LAYOUT_VERSION, "pool": node.pool, "cluster": node.cluster,
+            "baseLoad": node.base_load, "rack": node.rack, "coolingZone": node.cooling_zone}
+    manifest = {"layoutVersion": LAYOUT_VERSION, "node": node.name, "profile": prof.name,
+                "writable": t.writable, "counters": t.counters}
+    files = [
+        ("etc/hostname", f"{node.name}\n".encode(), 0o644),
+        ("proc/sys/kernel/hostname", f"{node.name}\n".encode(), 0o644),
+        ("state/node.json", (json.dumps(meta, indent=1) + "\n").encode(), 0o644),
+        ("state/manifest.json", json.dumps(manifest, separators=(",", ":")).encode(), 0o444),
+    ]
+    if t.nvml is not None:
+        files.append(("state/nvml.json", json.dumps(t.nvml, separators=(",", ":")).encode(), 0o644))
+    return files
+
+
+# -- render / resume -----------------------------------------------------------------------------
+
+
+@dataclass
+class RenderStats:
+    rendered: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    created_entries: int = 0
+
+
+def _write_file(path: str, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        if data:
+            os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+SIG_FILE = "state/layout-sig.json"
+
+
+def _dir_sigs(target: str, t: Template) -> dict[str, int]:
+    """``{dir: mtime_ns}`` of every layout directory but the root and ``state`` (which always change)."""
+    out: dict[str, int] = {}
+    st = os.lstat
+    for d in t.dirs:
+        if d == "state" or d.startswith("state/"):
+            continue
+        out[d] = st(target + "/" + d).st_mtime_ns
+    return out
+
+
+def _render_fresh(node: SpecNode, t: Template, target: str) -> None:
+    parent = os.path.dirname(target)
+    tmp = os.path.join(parent, f".{node.name}.rendering")
+    if os.path.lexists(tmp):
+        shutil.rmtree(tmp)
+    old = os.umask(0)
+    try:
+        os.mkdir(tmp, 0o755)
+        pre = tmp + "/"
+        mkdir = os.mkdir
+        for d in t.dirs:
+            mkdir(pre + d, 0o755)
+        op, wr, cl = os.open, os.write, os.close
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        for rel, data, mode in t.files:
+            fd = op(pre + rel, flags, mode)
+            if data:
+                wr(fd, data)
+            cl(fd)
+        for rel, data, mode in _node_files(node, t):
+            _write_file(pre + rel, data, mode)
+        ln = os.link
+        for rel, src in t.hardlinks:
+            ln(pre + src, pre + rel)
+        sl = os.symlink
+        for rel, target_rel in t.symlinks:
+            sl(target_rel, pre + rel)
+    finally:
+        os.umask(old)
+    os.rename(tmp, target)
+    _write_sigs(target, t)
+
+
+def _write_sigs(target: str, t: Template) -> None:
+    path = target + "/" + SIG_FILE
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(_dir_sigs(target, t), fh, separators=(",", ":"))
+    os.replace(tmp, path)
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    if entry.is_symlink():
+        return "l"
+    if entry.is_dir(follow_symlinks=False):
+        return "d"
+    return "f"
+
+
+_KIND_NAME = {"d": "a directory", "f": "a file", "l": "a symlink"}
+
+
+def _resume(node: SpecNode, t: Template, target: str) -> int:
+    """Check an existing tree and create what is missing; returns the number of entries created."""
+    meta_path = os.path.join(target, "state", "node.json")
+    label = f"{target}"
+    try:
+        with open(meta_path, encoding="utf-8") as fh:
+            meta = json.load(fh)
+    except FileNotFoundError:
+        raise RenderError(
+            f"node {node.name}: the tree exists but has no state/node.json (not rendered by joulectl "
+            "simulate); remove it to render the node fresh", file=label,
+        ) from None
+    except (OSError, ValueError) as e:
+        raise RenderError(f"node {node.name}: state/node.json is unreadable ({e})", file=label) from None
+    prof = node.profile
+    checks = (("node", node.name), ("profile", prof.name), ("profileHash", prof.profile_hash()),
+              ("layoutVersion", LAYOUT_VERSION))
+    for key, expect in checks:
+        if not isinstance(meta, dict) or meta.get(key) != expect:
+            got = meta.get(key) if isinstance(meta, dict) else None
+            raise RenderError(
+                f"node {node.name}: the tree was rendered for {key} {got!r}, the spec says {expect!r}; "
+                f"remove {target} to render the node fresh (its counters restart at zero)", file=label,
+            )
+    node_files = {rel: (data, mode) for rel, data, mode in _node_files(node, t)}
+    files = {rel: (data, mode) for rel, data, mode in t.files}
+    links = dict(t.symlinks)
+    hard = dict(t.hardlinks)
+    created = 0
+    try:
+        with open(target + "/" + SIG_FILE, encoding="utf-8") as fh:
+            sigs: dict[str, int] = json.load(fh)
+    except (OSError, ValueError):
+        sigs = {}
+    old = os.umask(0)
+    changed = False
+    try:
+        for d in ["", *t.dirs]:
+            want = t.expected.get(d, {})
+            full = target + "/" + d if d else target
+            if d in sigs:
+                try:
+                    if os.lstat(full).st_mtime_ns == sigs[d]:
+                        continue  # no entry was added, removed or replaced since the tree was checked
+                except OSError:
+                    pass
+            changed = changed or bool(d and not d.startswith("state"))
+            try:
+                present = {e.name: _kind(e) for e in os.scandir(full)}
+            except FileNotFoundError:
+                present = {}  # created just now by the loop below for its parent
+            except NotADirectoryError:
+                raise RenderError(f"node {node.name}: /{d} should be a directory", file=label) from None
+            for name, kind in want.items():
+                have = present.get(name)
+                rel = f"{d}/{name}" if d else name
+                if have is None:
+                    path = os.path.join(target, rel)
+                    if kind == "d":
+                        os.mkdir(path, 0o755)
+                    elif rel in links:
+                        os.symlink(links[rel], path)
+                    elif rel in files or rel in hard:
+                        data, mode = files[rel] if rel in files else files[hard[rel]]
+                        _write_file(path, data, mode)
+                    elif rel in node_files:
+                        data, mode = node_files[rel]
+                        _write_file(path, data, mode)
+                    created += 1
+                elif have != kind:
+                    raise RenderError(
+                        f"node {node.name}: /{rel} is {_KIND_NAME[have]} where the layout has "
+                        f"{_KIND_NAME[kind]}; remove {target} to render the node fresh", file=label,
+                    )
+        tmpdir = os.path.join(target, "state", ".tmp")
+        for entry in os.scandir(tmpdir):
+            if entry.name.startswith("ensure-") and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+    finally:
+        os.umask(old)
+    if changed:
+        _write_sigs(target, t)
+    return created
+
+
+def _node_files_expected(t: Template) -> None:
+    for rel in ("etc/hostname", "proc/sys/kernel/hostname", "state/node.json", "state/manifest.json"):
+        parent, _, name = rel.rpartition("/")
+        t.expected.setdefault(parent, {})[name] = "f"
+    if t.nvml is not None:
+        t.expected.setdefault("state", {})["nvml.json"] = "f"
+
+
+_POOL_NODES: list[SpecNode] = []
+_POOL_ROOT = ""
+
+
+def _pool_render(i: int) -> tuple[str, str]:
+    node = _POOL_NODES[i]
+    _render_fresh(node, template(node.profile), os.path.join(_POOL_ROOT, node.name))
+    return node.name, "rendered"
+
+
+def _auto_workers(fresh: int) -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, 8)) if fresh >= 16 else 1
+
+
+def render_nodes(
+    nodes: Iterable[SpecNode],
+    root: str,
+    *,
+    progress: Callable[[str, str], None] | None = None,
+    workers: int | None = None,
+) -> RenderStats:
+    """Render every node under ``root/<node>`` (resuming the trees that exist).
+
+    Existing trees are checked and completed first, in order; then the fresh trees are rendered,
+    on ``workers`` forked processes (default: one per CPU when there are 16 or more).
+    """
+    global _POOL_NODES, _POOL_ROOT
+    os.makedirs(root, exist_ok=True)
+    stats = RenderStats()
+    fresh: list[SpecNode] = []
+    for node in nodes:
+        t = template(node.profile)
+        target = os.path.join(root, node.name)
+        if os.path.lexists(target):
+            if not os.path.isdir(target) or os.path.islink(target):
+                raise RenderError(f"node {node.name}: {target} exists and is not a directory", file=target)
+            stats.created_entries += _resume(node, t, target)
+            stats.resumed.append(node.name)
+            if progress:
+                progress(node.name, "resumed")
+        else:
+            fresh.append(node)
+    n_workers = _auto_workers(len(fresh)) if workers is None else max(1, workers)
+    if n_workers > 1 and len(fresh) > 1:
+        import multiprocessing
+
+        _POOL_NODES, _POOL_ROOT = fresh, root
+        ctx = multiprocessing.get_context("fork")
+        try:
+            with ctx.Pool(n_workers) as pool:
+                for name, what in pool.imap_unordered(_pool_render, range(len(fresh)), chunksize=4):
+                    stats.rendered.append(name)
+                    if progress:
+                        progress(name, what)
+        finally:
+            _POOL_NODES, _POOL_ROOT = [], ""
+        order = {n.name: i for i, n in enumerate(fresh)}
+        stats.rendered.sort(key=order.__getitem__)
+    else:
+        for node in fresh:
+            _render_fresh(node, template(node.profile), os.path.join(root, node.name))
+            stats.rendered.append(node.name)
+            if progress:
+                progress(node.name, "rendered")
+    return stats
