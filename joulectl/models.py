@@ -99,6 +99,8 @@ class GpuDevice:
     perf_level: str | None = None
     sclk_levels_mhz: list[int] | None = None
     warnings: list[str] = field(default_factory=list)
+    #: energy counter in µJ where the device has one and no power reading (Intel ``energy<N>_input``).
+    energy_uj: int | None = None
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,9 @@ def _amdgpu_functions(host: Host) -> list[tuple[str, str, int | None]]:
 
 
 def is_available(host: Host) -> bool:
-    """An AMD GPU-class PCI function with an ``amdgpu`` hwmon exists."""
-    return bool(_amdgpu_functions(host))
+    """A cheap probe: an AMD PCI function of a GPU class exists (:func:`discover` then keeps the
+    ones with an ``amdgpu`` hwmon and ``power1_cap``)."""
+    return bool(gpu_functions(host, VENDOR_AMD))
 
 
 def parse_dpm_levels(text: str) -> tuple[list[int], int | None]:

@@ -45,8 +45,9 @@ def _functions(host: Host) -> list[tuple[str, int | None, str, str]]:
 
 
 def is_available(host: Host) -> bool:
-    """An Intel GPU-class PCI function with an ``i915`` or ``xe`` hwmon exists."""
-    return bool(_functions(host))
+    """A cheap probe: an Intel PCI function of a GPU class exists (:func:`discover` then keeps the
+    discrete ones, which have an ``i915`` or ``xe`` hwmon)."""
+    return bool(gpu_functions(host, VENDOR_INTEL))
 
 
 def _uw(host: Host, path: str) -> tuple[int | None, str | None]:
@@ -97,6 +98,11 @@ def discover(host: Host) -> list[GpuDevice]:
                 control = Control(False, RANGE_UNKNOWN)
             input_uw, _ = _uw(host, f"{hwmon}/power{channel}_input")
             power_w = uw_to_w(input_uw) if input_uw is not None else None
+        energy_uj = None
+        for n in ((channel,) if channel else ()) + (1, 2):
+            energy_uj, _ = _uw(host, f"{hwmon}/energy{n}_input")  # µJ
+            if energy_uj is not None:
+                break
         gpus.append(
             GpuDevice(
                 index=-1,
@@ -112,6 +118,7 @@ def discover(host: Host) -> list[GpuDevice]:
                 hwmon=hwmon,
                 cap_file=cap_file,
                 warnings=warnings,
+                energy_uj=energy_uj,
             )
         )
     return gpus

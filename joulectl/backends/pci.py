@@ -53,32 +53,54 @@ def _hex(host: Host, path: str) -> int | None:
         return None
 
 
+def driver_of(host: Host, device_path: str) -> str | None:
+    """The name of the driver bound to a PCI function (its ``driver`` link), or None."""
+    if not host.exists(f"{device_path}/driver"):
+        return None
+    try:
+        return posixpath.basename(host.realpath(f"{device_path}/driver")) or None
+    except ConfinementError:  # a link that leaves the root: no driver name
+        return None
+
+
 def read_device(host: Host, bus_id: str) -> PciDevice:
     """The PCI function ``bus_id`` (unknown attributes are None)."""
     path = f"{PCI_DEVICES}/{bus_id}"
-    driver: str | None = None
-    if host.exists(f"{path}/driver"):
-        try:
-            driver = posixpath.basename(host.realpath(f"{path}/driver")) or None
-        except ConfinementError:  # a link that leaves the root: no driver name
-            driver = None
     return PciDevice(
         bus_id=normalize_bus_id(bus_id),
         path=path,
         vendor_id=_hex(host, f"{path}/vendor"),
         device_id=_hex(host, f"{path}/device"),
         class_code=_hex(host, f"{path}/class"),
-        driver=driver,
+        driver=driver_of(host, path),
     )
 
 
 def gpu_functions(host: Host, vendor_id: int) -> list[PciDevice]:
-    """PCI functions of ``vendor_id`` with a GPU class (display or accelerator), sorted by bus id."""
+    """PCI functions of ``vendor_id`` with a GPU class (display or accelerator), sorted by bus id.
+
+    Reads ``vendor`` first and the rest only for that vendor's functions (a node has many PCI
+    functions and every read under a non-``/`` root is checked for confinement). ``driver`` is
+    left None here: :func:`driver_of` resolves it when needed.
+    """
     found = []
     for name in host.listdir(PCI_DEVICES):
-        dev = read_device(host, name)
-        if dev.vendor_id == vendor_id and dev.is_gpu_class:
-            found.append(dev)
+        path = f"{PCI_DEVICES}/{name}"
+        if _hex(host, f"{path}/vendor") != vendor_id:
+            continue
+        class_code = _hex(host, f"{path}/class")
+        if class_code is None or (class_code >> 16) not in GPU_BASE_CLASSES:
+            continue
+        found.append(
+            PciDevice(
+                bus_id=normalize_bus_id(name),
+                path=path,
+                vendor_id=vendor_id,
+                device_id=_hex(host, f"{path}/device"),
+                class_code=class_code,
+                driver=None,
+            )
+        )
     return sorted(found, key=lambda d: d.bus_id)
 
 

@@ -518,6 +518,8 @@ def prometheus_text(inv: NodeInventory) -> str:
         m.add("gpu_power_cap_max_watts", "gauge", "GPU power limit maximum.", labels, d.cap_range.max_w)
         m.add("gpu_power_cap_default_watts", "gauge", "GPU default power limit.", labels, d.cap_range.default_w)
         m.add("gpu_power_watts", "gauge", "GPU power draw.", labels, d.power_w)
+        m.add("gpu_energy_joules_total", "counter", "GPU energy counter (Intel hwmon).", labels,
+              d.energy_uj / 1_000_000 if d.energy_uj is not None else None)
         m.add("gpu_holds_limit", "gauge", "1 when the GPU holds its own power limit.", labels, int(d.holds_limit))
         m.add("gpu_control_available", "gauge", "1 when the GPU power limit can be set.", labels,
               int(d.control.available))
@@ -540,8 +542,9 @@ def watch_frames(
 ) -> Iterator[str]:
     """Yield one table of power draw and caps per refresh (``count`` refreshes, or forever).
 
-    CPU package power is the energy counter's increase over the refresh interval (wraps handled
-    with ``max_energy_range_uj``); the first frame has none yet.
+    CPU package power (and an Intel GPU's, which has no power reading) is the energy counter's
+    increase over the refresh interval (RAPL wraps handled with ``max_energy_range_uj``); the
+    first frame has none yet.
     """
     from joulectl.render import fmt_num, table
 
@@ -569,7 +572,14 @@ def watch_frames(
             rows.append([z.zone_id, "cpu", z.name, fmt_num(watts, " W", 1) if watts is not None else "-",
                          _w(lt.limit_w if lt else None)])
         for d in inv.gpus:
-            rows.append([d.bus_id, d.vendor, d.model or "unknown", _w(d.power_w),
+            draw = d.power_w
+            if draw is None and d.energy_uj is not None:  # Intel: energy counter over the interval
+                prev_gpu = previous.get(d.bus_id)
+                if prev_gpu is not None and now > prev_gpu[1] and d.energy_uj >= prev_gpu[0]:
+                    draw = (d.energy_uj - prev_gpu[0]) / 1_000_000 / (now - prev_gpu[1])
+                previous[d.bus_id] = (d.energy_uj, now, None)
+            rows.append([d.bus_id, d.vendor, d.model or "unknown",
+                         fmt_num(draw, " W", 1) if draw is not None and d.power_w is None else _w(draw),
                          _w(d.current_cap_w) if d.holds_limit else f"via {d.primary_bus_id}"])
         for vendor, message in inv.gpu_errors.items():
             rows.append(["-", vendor, f"not listed: {message}", "-", "-"])

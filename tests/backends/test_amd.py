@@ -112,11 +112,14 @@ def test_empty_reads_are_unknown_and_hwmon_found_by_name(root: Path, trees: Modu
     assert g.control.available is False and g.control.reason == "power1_cap_max unreadable (empty)"
 
 
-def test_not_amd_without_amdgpu_hwmon(root: Path, trees: ModuleType) -> None:
+def test_no_amdgpu_hwmon_no_gpu(root: Path, trees: ModuleType) -> None:
     trees.amd_2s_host(root)
-    trees.pci_device(root, "0000:05:00.0", 0x1002, 0x74A1, 0x120000, "vfio-pci")
-    assert not amd.is_available(Host(str(root)))
-    assert amd.discover(Host(str(root))) == []
+    trees.pci_device(root, "0000:05:00.0", 0x1002, 0x74A1, 0x120000, "vfio-pci")  # passed through to a VM
+    trees.pci_device(root, "0000:06:00.0", 0x1002, 0x1234, 0x020000, None)  # not a GPU class
+    host = Host(str(root))
+    assert amd.is_available(host)  # the cheap probe sees an AMD GPU-class function ...
+    assert amd.discover(host) == []  # ... but without an amdgpu hwmon it is not counted
+    assert inventory(host).gpu_count == 0
 
 
 def test_parse_dpm_levels() -> None:
