@@ -51,6 +51,7 @@ def test_mi300x_x8(root: Path, trees: ModuleType) -> None:
                                                                                      "memory_mhz": 1300})
     assert all(d.control.available for d in gpus)
     inv = inventory(host)
+    assert host.tool_calls == []  # no vendor tool is run for AMD
     assert (inv.gpu_count, inv.power_domains) == (8, 8)
     assert [d.index for d in inv.gpus] == list(range(8))
     assert inv.gpus[0].catalog_key == "AMD_INSTINCT_MI300X"

@@ -38,6 +38,7 @@ def test_flex170_i915_x4(root: Path, trees: ModuleType) -> None:
     assert (g.vendor, g.driver, g.raw_model) == ("intel", "i915", "Intel Data Center GPU Flex 170")
     assert (g.cap_range.min_w, g.cap_range.max_w, g.cap_range.default_w) == (None, 150, 150)
     assert g.current_cap_w == 120 and g.control.available
+    assert (g.power_w, g.energy_uj) == (None, 987654321)  # no power reading: the energy counter (µJ)
     assert g.cap_file == "/sys/bus/pci/devices/0000:4d:00.0/hwmon/hwmon2/power1_max"
     inv = inventory(host)
     assert (inv.gpu_count, inv.power_domains, inv.governor_presets) == (4, 4, ())
