@@ -407,7 +407,8 @@ def node_status(node_dir: str, info: dict[str, Any]) -> dict[str, Any]:
     """One node's figures from its tree and ledger."""
     name = str(info.get("node") or os.path.basename(node_dir))
     led = ledger_mod.load(node_dir)
-    model = layout.scan(node_dir, name, None)
+    model = layout.model_for(node_dir, name, None)
+    nvml = os.path.exists(os.path.join(node_dir, "state", "nvml.json"))
     rt_values: dict[str, str] = {}
     for w in model.writables:
         text = ""
@@ -439,7 +440,7 @@ def node_status(node_dir: str, info: dict[str, Any]) -> dict[str, Any]:
         updated = telemetry.iso(led.time_s) if led.time_s else None
         power = led.state.get("P")
         for cid, total in sorted(led.energy.items()):
-            unit = 1000.0 if (cid.startswith("gpu") and model.nvml) else 1e6
+            unit = 1000.0 if (cid.startswith("gpu") and nvml) else 1e6
             energy_j[cid] = round(total / unit, 3)
     return {
         "node": name,

@@ -177,6 +177,10 @@ def test_cap_set_through_nvml_state_shows_in_next_tick(tmp_path: Path) -> None:
     assert dev["power"]["enforcedLimitMw"] == 300_000
     assert dev["power"]["energyMj"] == energy(root, "h100-0")["gpu0"]
     assert dev["power"]["energyMj"] > 0
+    [node] = runtime.status(str(root))["nodes"]
+    assert node["capsWatts"]["gpu0"] == 300.0
+    assert node["capsWatts"]["gpu1"] == 700.0
+    assert node["energy"]["gpu0"] == pytest.approx(dev["power"]["energyMj"] / 1000, abs=0.01)
 
 
 def test_graphics_and_memory_clock_locks_bound_clocks_and_power(tmp_path: Path) -> None:
