@@ -1,9 +1,128 @@
-"""`joulectl simulate` (placeholder until the command lands)."""
+"""`joulectl simulate`: emulated clusters of bare-metal nodes (profiles, validate, render, render-nodes).
+
+`run` and `status` are added by :mod:`joulectl.cli.simulate_run` (the simulator runtime).
+"""
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated, Any
+
 import typer
+
+from joulectl.cli.common import Output, check_format
+
+_PROFILES_HELP = "Directory of local hardware profiles, added to the builtin ones (env SIM_PROFILES_DIR)."
+ProfilesDir = Annotated[
+    str | None,
+    typer.Option("--profiles-dir", metavar="DIR", envvar="SIM_PROFILES_DIR", help=_PROFILES_HELP),
+]
+Spec = Annotated[str, typer.Argument(metavar="SPEC", help="ClusterSpec file (- = stdin).")]
+
+
+def _profiles_table(rows: list[dict[str, Any]]) -> str:
+    from joulectl.render import table
+
+    body = []
+    for r in rows:
+        gpu = r["gpu"]
+        body.append([
+            r["name"], r["extends"] or "-",
+            f"{r['cpu']['sockets']}x {r['cpu']['model']} ({r['cpu']['threads']} threads)",
+            r["cpu"]["driver"], ",".join(r["cpu"]["powercapZones"]) or "-",
+            f"{gpu['count']}x {gpu['model']} ({gpu['exposure']})" if gpu else "-",
+            len(r["sources"]),
+        ])
+    return table(["PROFILE", "EXTENDS", "CPU", "CPUFREQ", "POWERCAP", "GPUS", "SOURCES"], body,
+                 title="Hardware profiles (sources: -o yaml)")
+
+
+def _progress(total: int, label: str) -> tuple[Any, Any]:
+    """A rich progress bar on a terminal, else nothing: returns (context, callback)."""
+    if not sys.stderr.isatty() or total < 2:
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=True)
+    task = progress.add_task(label, total=total)
+
+    def advance(_node: str, _what: str) -> None:
+        progress.advance(task)
+
+    return progress, advance
 
 
 def register(app: typer.Typer) -> None:
-    """Add the command to the app."""
+    """Add the ``simulate`` sub-app."""
+    sim_app = typer.Typer(
+        help="Emulate a cluster's bare-metal nodes as files and fake vendor tools.",
+        no_args_is_help=True,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.add_typer(sim_app, name="simulate")
+
+    @sim_app.command("profiles")
+    def profiles_cmd(output: Output = "table", profiles_dir: ProfilesDir = None) -> None:
+        """List the hardware profiles (builtin and local) with the source of their values."""
+        fmt = check_format(output, ("table", "json", "yaml"))
+        from joulectl.render import emit
+        from joulectl.sim.profiles import ProfileSet, profile_summary
+
+        ps = ProfileSet(profiles_dir)
+        rows = [profile_summary(ps.get(n)) for n in ps.names()]
+        doc = {"apiVersion": "sim.joulie.io/v1alpha1", "kind": "HardwareProfileList", "items": rows}
+        emit(doc, fmt, lambda: _profiles_table(rows))
+
+    @sim_app.command("validate")
+    def validate_cmd(spec: Spec, profiles_dir: ProfilesDir = None) -> None:
+        """Validate a ClusterSpec and print what it expands to (exit 2 naming file and field on error)."""
+        from joulectl.sim.clusterspec import load_spec
+
+        cs = load_spec(spec, profiles_dir)
+        pools = ", ".join(f"{p['name']}: {p['count']} x {p['profile']}" for p in cs.pools)
+        sys.stdout.write(f"{cs.file}: ClusterSpec {cs.name} is valid: {len(cs.nodes)} nodes ({pools})\n")
+
+    @sim_app.command("render")
+    def render_cmd(
+        spec: Spec,
+        root: Annotated[str, typer.Option("--root", metavar="DIR", help="Directory of the node trees (DIR/<node>).")],
+        profiles_dir: ProfilesDir = None,
+        workers: Annotated[
+            int | None, typer.Option("--workers", min=1, help="Render processes (default: one per CPU).")
+        ] = None,
+    ) -> None:
+        """Render (or resume) one node tree per spec node under DIR/<node>/."""
+        from joulectl.sim.clusterspec import load_spec
+        from joulectl.sim.tree import render_nodes
+
+        cs = load_spec(spec, profiles_dir)
+        progress, advance = _progress(len(cs.nodes), "render")
+        if progress is not None:
+            with progress:
+                stats = render_nodes(cs.nodes, root, progress=advance, workers=workers)
+        else:
+            stats = render_nodes(cs.nodes, root, workers=workers)
+        extra = f", {stats.created_entries} missing entries created" if stats.created_entries else ""
+        sys.stdout.write(f"rendered {len(stats.rendered)} and resumed {len(stats.resumed)} node trees "
+                         f"under {root}{extra}\n")
+
+    @sim_app.command("render-nodes")
+    def render_nodes_cmd(
+        spec: Spec,
+        output: Annotated[str, typer.Option("-o", "--output", metavar="YAML|JSON", help="yaml or json.")] = "yaml",
+        profiles_dir: ProfilesDir = None,
+    ) -> None:
+        """Print the spec's Kubernetes Nodes (a List) for KWOK or `plan --nodes`."""
+        fmt = check_format(output, ("yaml", "json"))
+        from joulectl.render import dumps
+        from joulectl.sim.clusterspec import load_spec
+        from joulectl.sim.k8s import node_list
+
+        cs = load_spec(spec, profiles_dir)
+        sys.stdout.write(dumps(node_list(cs.nodes), fmt))
+
+    from joulectl.cli.simulate_run import register_run
+
+    register_run(sim_app)
