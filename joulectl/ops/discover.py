@@ -583,6 +583,8 @@ def watch_frames(
                          _w(d.current_cap_w) if d.holds_limit else f"via {d.primary_bus_id}"])
         for vendor, message in inv.gpu_errors.items():
             rows.append(["-", vendor, f"not listed: {message}", "-", "-"])
+        if not rows:
+            rows.append(["-", "-", "nothing to watch: no powercap package zone and no GPU", "-", "-"])
         stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
         n += 1
         yield table(["DEVICE", "VENDOR", "MODEL", "POWER", "CAP"], rows,

@@ -290,6 +290,13 @@ def test_watch_with_count(cli: Cli, root: Path) -> None:
     assert "intel-rapl:0  cpu       package-0            0.0 W" in frames[2]  # the static tree's counter
 
 
+def test_watch_with_nothing_to_watch_says_so(cli: Cli, root: Path) -> None:
+    trees.vm_host(root)
+    r = cli("--root", root, "discover", "--watch", "0.1", "--count", "1")
+    assert r.exit_code == 0
+    assert "nothing to watch: no powercap package zone and no GPU" in r.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
