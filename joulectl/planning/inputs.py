@@ -167,11 +167,14 @@ def load_cluster(
         raise InputError(
             "give a cluster spec or --nodes NODES.yaml" if spec is None else "give a cluster spec or --nodes, not both"
         )
+    from joulectl.planning.planner import no_gc
+
     if spec is not None:
         cluster = load_spec_cluster(spec, profiles_dir)
     else:
         assert nodes is not None
-        node_objs, node_hw = read_nodes(load_documents(nodes, what="node list"), _label(nodes))
+        with no_gc():
+            node_objs, node_hw = read_nodes(load_documents(nodes, what="node list"), _label(nodes))
         cluster = ClusterInput(nodes=node_objs, hardware=node_hw, source=nodes)
     for path in hardware:
         cluster.hardware.update(read_hardware(load_documents(path, what="NodeHardware file"), _label(path)))

@@ -6,8 +6,10 @@ NodeHardware as plain data.
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -150,8 +152,26 @@ class _Sizer:
         return sized
 
 
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector: planning builds only acyclic dicts, and collections
+    triggered by them rescan the whole input again and again (half the time of a 10,000-node plan)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def plan(cluster: ClusterInput, options: PlanOptions, *, now: datetime | None = None) -> PlanResult:
     """Plan ``cluster`` with ``options``: NodeTwin objects for every eligible node."""
+    with no_gc():
+        return _plan(cluster, options, now)
+
+
+def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> PlanResult:
     options.validate()
     model_caps = options.model_cap_table()
     governor_models = frozenset(normalize(strip_gfd_suffix(str(k))) for k in options.governor_model_presets)

@@ -319,3 +319,20 @@ def test_every_twin_of_a_heterogeneous_fleet_validates(kube: SimpleNamespace, no
         result = plan(ClusterInput(nodes=nodes, hardware=hw), opts, now=NOW)
         assert len(result.twins) == len(nodes)
         validate_all(result.twins, nodetwin_schema)
+
+
+def test_garbage_collector_is_restored(kube: SimpleNamespace) -> None:
+    import gc
+
+    assert gc.isenabled()
+    plan(ClusterInput(nodes=[kube.node("a")]), PlanOptions(), now=NOW)
+    assert gc.isenabled()
+    with pytest.raises(InputError):
+        plan(ClusterInput(nodes=[kube.node("a")]), PlanOptions(policy="nope"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        plan(ClusterInput(nodes=[kube.node("a")]), PlanOptions(), now=NOW)
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
