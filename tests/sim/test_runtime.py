@@ -240,3 +240,26 @@ def test_refused_sysfs_write_on_a_rendered_tree_is_logged(tmp_path: Path) -> Non
     assert event["attributes"]["error.type"] == "einval"
     assert event["attributes"]["file"] == "/" + cap["path"]
     assert event["time"].endswith("Z")
+
+
+@pytest.mark.slow
+def test_every_builtin_profile_runs_and_resumes(tmp_path: Path) -> None:
+    from joulectl.sim.profiles import builtin_profile_names
+
+    names = builtin_profile_names()
+    assert len(names) >= 10
+    pools = "\n".join(f"  - {{name: p{i}, profile: {name}, count: 1}}" for i, name in enumerate(names))
+    spec = write_spec(tmp_path, pools, gpu_util=0.5)
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=2, fast=True, workers=2)
+    summary = runtime.run(spec, str(root), ticks=1, fast=True, workers=1)
+    assert summary.resumed == len(names)
+    assert summary.events == 0  # nothing rendered is refused by its own rules
+    status = {n["node"]: n for n in runtime.status(str(root))["nodes"]}
+    for i, name in enumerate(names):
+        node = status[f"p{i}-0"]
+        assert node["profile"] == name
+        assert node["ticks"] == 3
+        assert node["powerWatts"] > 0
+        assert node["energyJoules"] == pytest.approx(3 * node["powerWatts"], rel=0.05)
+        assert os.path.getsize(root / f"p{i}-0" / "state" / "ledger.json") >= lg.INPLACE_BYTES
