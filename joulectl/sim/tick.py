@@ -672,11 +672,11 @@ class NodeRuntime:
                 hw_type = "host"
             energy[comp] = (hw_type, total / unit)
         self._write_counters(freqs, st, comp_power)
+        node_w = round(cpu_total + gpu_total, 2)
+        st["P"] = node_w
         led.tick += 1
         led.time_s = now
         ledger_mod.write(self.dir, led)
-        node_w = round(cpu_total + gpu_total, 2)
-        st["P"] = node_w
         return Sample(m.node, now, node_w, round(cpu_total, 2), round(gpu_total, 2), energy, gpu_power, caps,
                       governors, m.virtual, st["t0"])
 
