@@ -289,3 +289,42 @@ def test_plan_flags_are_validated_like_plan(cli: Callable[..., Any], files: Call
         2, "joulectl: error: --performance-fraction: must be between 0 and 1, got 2.0")
     assert _err(cli, pods, "--spec", str(spec), "--policy", "weird") == (
         2, "joulectl: error: --policy: unknown policy 'weird' (expected static or queue-aware)")
+
+
+SMOKE = Path(__file__).resolve().parents[2] / "examples" / "sim" / "smoke.yaml"
+
+
+def test_spec_path_on_the_smoke_example(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
+    pods = [_pod("h100", {"nvidia.com/gpu": 8}, {**PERF, "nvidia.com/use-gputype": "H100"}),
+            _pod("a100", {"nvidia.com/gpu": 1}, {"nvidia.com/use-gputype": "A100"}),
+            _pod("web", {"cpu": "1"})]
+    path = files(pods)[0]
+    code, doc = _doc(cli, [path, "--spec", str(SMOKE), "--now", NOW])
+    assert code == 6
+    h100, a100, web = doc["pods"]
+    # the spec's H100 node carries HAMi's register with its eight "NVIDIA-NVIDIA H100 80GB HBM3" GPUs
+    assert h100["bestNode"] == "sxm-nopm-0" and [n["node"] for n in h100["nodes"] if n["fits"]] == ["sxm-nopm-0"]
+    assert _by_node(h100)["intel-0"]["reason"] == "needs 8 nvidia.com/gpu, node has no GPU resources"
+    assert _by_node(a100)["sxm-nopm-0"]["reason"] == "needs 1 nvidia.com/gpu of type A100, node has 0 matching of 8"
+    assert a100["feasible"] is False
+    # planned twins are fresh at --now: scores come from the plan's budgets, not the neutral 50
+    assert web["feasible"] is True
+    assert all(n["fits"] and n["score"] != 50 for n in web["nodes"])
+
+
+def test_spec_path_uses_the_plan_flags(cli: Callable[..., Any], files: Callable[..., list[str]],
+                                       tmp_path: Path) -> None:
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: two}\nspec:\n  pools:\n"
+                    "  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 2}\n")
+    path = files([_pod("train", {"nvidia.com/gpu": 8}, PERF), _pod("web", {"cpu": "1"})])[0]
+    # fraction 0: the family floor keeps h100-0 at performance, h100-1 goes eco
+    code, doc = _doc(cli, [path, "--spec", str(spec), "--performance-fraction", "0"])
+    assert code == 0
+    train, web = doc["pods"]
+    assert train["bestNode"] == "h100-0"
+    assert _by_node(train)["h100-1"]["reason"] == "performance pod rejected from eco node (NodeTwin class eco)"
+    assert web["bestNode"] == "h100-1" and "standard on eco +10" in _by_node(web)["h100-1"]["reason"]
+    # every node at performance: the performance pod fits both
+    code, doc = _doc(cli, [path, "--spec", str(spec), "--performance-fraction", "1"])
+    assert code == 0 and all(n["fits"] for n in doc["pods"][0]["nodes"])
