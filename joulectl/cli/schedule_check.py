@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("schedule-check")
     def schedule_check(
-        pod_files: Annotated[list[str], typer.Argument(metavar="POD_FILE...", help=_PODS)],
+        pod_files: Annotated[list[str], typer.Argument(metavar="POD_FILE", help=_PODS, show_default=False)],
         spec: Annotated[str | None, typer.Option("--spec", metavar="SPEC", help=_SPEC)] = None,
         nodes: Annotated[str | None, typer.Option("--nodes", metavar="NODES.yaml", help=_NODES)] = None,
         twins: Annotated[str | None, typer.Option("--twins", metavar="TWINS.yaml", help=_TWINS)] = None,
