@@ -243,6 +243,13 @@ class Host:
     def makedirs(self, host_path: str, mode: int = 0o755) -> None:
         """Create a directory (and parents) under the root."""
         real = self.path(host_path)
+        if not self.is_live:
+            # Refuse before creating anything: os.makedirs follows a symlinked ancestor, so check
+            # that the deepest existing ancestor resolves inside the root first.
+            existing = host_path
+            while not os.path.lexists(self.path(existing)) and os.path.dirname(existing) != existing:
+                existing = os.path.dirname(existing)
+            self._checked(existing)
         os.makedirs(real, mode=mode, exist_ok=True)
         self._checked(host_path)
 
