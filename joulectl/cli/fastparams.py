@@ -3,7 +3,7 @@
 typer 0.29 coerces every option value through a pydantic ``TypeAdapter``; the first one imports
 pydantic (and pydantic-core, asyncio ...), which costs more than importing typer itself, on every
 command. joulectl's options are plain ``str``, ``int``, ``float`` and ``bool`` (optionally
-``| None``), so :func:`install` gives such parameters a small coercer with the same results and the
+``| None``, or lists of them), so :func:`install` gives such parameters a small coercer with the same results and the
 same error messages ("Input should be a valid integer, ...", "Input should be greater than or
 equal to 1"). Anything else (lists, enums, paths, custom parsers or click types) keeps typer's own
 coercion. If typer's internals are not what this expects, nothing is installed.
@@ -20,15 +20,23 @@ _TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
 _FALSE = frozenset({"0", "false", "f", "no", "n", "off"})
 
 
-def _plain_type(annotation: Any) -> type | None:
-    """``str``/``int``/``float``/``bool``, or one of them ``| None``; else None."""
-    if annotation in _PLAIN:
-        return annotation  # type: ignore[no-any-return]
+def _plain_type(annotation: Any) -> tuple[type, bool] | None:
+    """(``str``/``int``/``float``/``bool``, is a list) for ``T``, ``T | None``, ``list[T]`` and
+    ``list[T] | None``; None for anything else."""
     origin = get_origin(annotation)
     if origin is Union or origin is types.UnionType:
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        if len(args) == 1 and args[0] in _PLAIN and len(get_args(annotation)) == 2:
-            return args[0]  # type: ignore[no-any-return]
+        args = get_args(annotation)
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1 or len(args) != 2:
+            return None
+        annotation = rest[0]
+        origin = get_origin(annotation)
+    if annotation in _PLAIN:
+        return annotation, False
+    if origin is list:
+        (item,) = get_args(annotation) or (None,)
+        if item in _PLAIN:
+            return item, True
     return None
 
 
@@ -51,8 +59,15 @@ def install() -> bool:
     @dataclass(frozen=True)
     class PlainRuntimeParam(RuntimeParam):  # type: ignore[misc]
         target: type
+        is_list: bool = False
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if self.is_list:
+                items = value if isinstance(value, (list, tuple)) else [value]
+                return [self._one(item, param, ctx) for item in items]
+            return self._one(value, param, ctx)
+
+        def _one(self, value: Any, param: Any, ctx: Any) -> Any:
             out = self._convert(value, param, ctx)
             info = self.parameter_info
             if self.target in (int, float):
@@ -104,18 +119,18 @@ def install() -> bool:
         if self._runtime_param is None:
             desc = self.type_descriptor
             info = desc.parameter_info
-            target = _plain_type(desc.annotation)
+            plain_type = _plain_type(desc.annotation)
             plain = (
-                target is not None
+                plain_type is not None
                 and desc.file_annotation is None
                 and getattr(info, "parser", None) is None
                 and getattr(info, "click_type", None) is None
                 and not getattr(info, "count", False)
                 and not desc.is_choice
             )
-            if plain and target is not None:
+            if plain and plain_type is not None:
                 self._runtime_param = PlainRuntimeParam(
-                    parameter_info=info, annotation=desc.annotation, target=target
+                    parameter_info=info, annotation=desc.annotation, target=plain_type[0], is_list=plain_type[1]
                 )
             else:
                 return original(self)

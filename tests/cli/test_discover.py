@@ -11,10 +11,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
 import jsonschema  # type: ignore[import-untyped]
 import pytest
+import typer
 import yaml
 
 CRD = Path(__file__).resolve().parents[1] / "fixtures" / "crds" / "joulie.io_nodehardwares.yaml"
@@ -365,3 +366,34 @@ def test_discover_does_not_import_pydantic_yaml_rich_or_pynvml(root: Path) -> No
     env = {**os.environ, "NO_COLOR": "1", "JOULECTL_NVIDIA_TRANSPORT": "smi"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert "HEAVY 0 []" in proc.stderr
+
+
+def test_fast_params_coerce_like_typer(capsys: pytest.CaptureFixture[str]) -> None:
+    """joulectl.cli.fastparams (installed by the app) on a throwaway app: values, lists, ranges."""
+    import joulectl.cli  # noqa: F401 - installs the fast coercion
+    from joulectl.cli.fastparams import _plain_type
+
+    seen: dict[str, Any] = {}
+    app = typer.Typer()
+
+    @app.command()
+    def main(
+        name: Annotated[str, typer.Option("--name")] = "x",
+        n: Annotated[int, typer.Option("--n", min=1, max=5)] = 1,
+        f: Annotated[float | None, typer.Option("--f")] = None,
+        flag: Annotated[bool, typer.Option("--flag")] = False,
+        dev: Annotated[list[str] | None, typer.Option("--dev")] = None,
+    ) -> None:
+        seen.update(name=name, n=n, f=f, flag=flag, dev=dev)
+
+    command = typer.main.get_command(app)
+    command.main(["--name", "a", "--n", "5", "--f", "2.5", "--flag", "--dev", "0", "--dev", "1"],
+                 standalone_mode=False)
+    assert seen == {"name": "a", "n": 5, "f": 2.5, "flag": True, "dev": ["0", "1"]}
+    command.main([], standalone_mode=False)
+    assert seen == {"name": "x", "n": 1, "f": None, "flag": False, "dev": None}
+    with pytest.raises(typer.BadParameter, match="Input should be less than or equal to 5"):
+        command.main(["--n", "6"], standalone_mode=False)
+    assert _plain_type(list[int] | None) == (int, True)
+    assert _plain_type(str | int) is None
+    assert _plain_type(dict[str, str]) is None
