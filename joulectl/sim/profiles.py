@@ -219,6 +219,9 @@ class Profile:
             path = gpus_over["nvmlConfig"]
             resolved = path if os.path.isabs(path) else os.path.normpath(os.path.join(base_dir, path))
             data["gpus"]["nvmlConfig"] = resolved
+            for derived in ("model", "memoryMiB", "count"):  # re-derived from the new board file
+                if derived not in gpus_over:
+                    data["gpus"].pop(derived, None)
             boards, system = load_board(resolved, label=f"{file}: {field_path}.gpus.nvmlConfig")
         prof = Profile(
             name=self.name,

@@ -1,0 +1,64 @@
+"""Shared fixtures of the simulator tests: specs written to tmp_path, trees rendered once per session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from joulectl.sim.clusterspec import parse_spec
+from joulectl.sim.profiles import builtin_profile_names
+from joulectl.sim.tree import render_nodes
+
+API = "sim.joulie.io/v1alpha1"
+
+
+def spec_doc(pools: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": "ClusterSpec", "metadata": {"name": "t"}, "spec": {"pools": pools, **spec}}
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path) -> Callable[..., str]:
+    """Write a ClusterSpec (a dict, or raw YAML text) to tmp_path and return its path."""
+    counter = [0]
+
+    def make(doc: dict[str, Any] | str, name: str | None = None) -> str:
+        counter[0] += 1
+        path = tmp_path / (name or f"spec{counter[0]}.yaml")
+        path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False))
+        return str(path)
+
+    return make
+
+
+def render_one(root: Path, profile: str, name: str = "n", overrides: dict[str, Any] | None = None) -> Path:
+    """Render one node of ``profile`` under ``root`` and return its tree."""
+    pool: dict[str, Any] = {"name": name, "profile": profile, "count": 1}
+    if overrides:
+        pool["overrides"] = overrides
+    spec = parse_spec(spec_doc([pool]), "test-spec")
+    render_nodes(spec.nodes, str(root))
+    return root / f"{name}-0"
+
+
+@pytest.fixture(scope="session")
+def all_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One rendered (never modified) tree per builtin profile: {profile: node dir}."""
+    root = tmp_path_factory.mktemp("all-profiles")
+    names = builtin_profile_names()
+    pools = [{"name": f"p{i}", "profile": n, "count": 1} for i, n in enumerate(names)]
+    spec = parse_spec(spec_doc(pools), "all-profiles")
+    render_nodes(spec.nodes, str(root), workers=1)
+    return {n: root / f"p{i}-0" for i, n in enumerate(names)}
+
+
+def read(path: Path) -> str:
+    return path.read_text().strip()
+
+
+def mode(path: Path) -> int:
+    return os.lstat(path).st_mode & 0o777
