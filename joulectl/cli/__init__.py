@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the app, returning the exit code instead of exiting (used by tests and ``main``)."""
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # fast path: no command tree to build
+        sys.stdout.write(f"joulectl {__version__}\n")
+        return 0
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="joulectl", standalone_mode=False)
