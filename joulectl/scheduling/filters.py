@@ -3,7 +3,7 @@
 Checks, each rejection with its reason:
 
 - a cordoned node (``spec.unschedulable``) takes no pod;
-- the pod's ``nodeSelector`` and required node affinity must match the node's labels;
+- ``spec.nodeName``, the pod's ``nodeSelector`` and its required node affinity must match the node;
 - performance pods never go to eco or draining nodes: the NodeTwin's ``status.schedulableClass``
   decides (staleness ignored, as Joulie's extender does), else the ``joulie.io/power-profile``
   label; a node with neither passes;
@@ -139,6 +139,9 @@ def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str], node
 def _selector_reasons(demand: PodDemand, node: NodeView) -> list[str]:
     spec = demand.pod.spec
     reasons: list[str] = []
+    pinned = spec.get("nodeName")
+    if pinned and str(pinned) != node.name:
+        reasons.append(f"spec.nodeName binds the pod to {pinned}")
     selector = spec.get("nodeSelector") or {}
     if isinstance(selector, Mapping):
         missing = [f"{k}={v}" for k, v in selector.items() if node.labels.get(str(k)) != str(v)]

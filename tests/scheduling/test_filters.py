@@ -186,3 +186,8 @@ def test_cordon_node_selector_and_affinity() -> None:
     assert filter_reasons(pod(affinity=no), node_view(gpu)) == ["required node affinity does not match the node"]
     notin = affinity({"key": "zone", "operator": "NotIn", "values": ["a"]})
     assert filter_reasons(pod(affinity=notin), node_view(gpu)) != []
+
+
+def test_node_name_binds_the_pod() -> None:
+    assert filter_reasons(pod(nodeName="g-0"), node_view(node("g-0"))) == []
+    assert filter_reasons(pod(nodeName="g-0"), node_view(node("g-1"))) == ["spec.nodeName binds the pod to g-0"]

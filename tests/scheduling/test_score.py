@@ -6,6 +6,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from joulectl.scheduling.score import (
     ClusterAggregates,
@@ -159,3 +161,17 @@ def test_parse_time() -> None:
     assert parse_time("2026-03-13T12:00:00") == NOW
     assert parse_time("yesterday") is None
     assert parse_time("") is None
+
+
+_finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
+
+
+@given(headroom=_finite, cooling=_finite, measured=_finite, capped=_finite, trend=_finite, pressure=_finite,
+       cluster=_finite, cls=st.sampled_from(["eco", "performance", "draining", "unknown"]),
+       pod_class=st.sampled_from(["standard", "performance"]))
+def test_score_is_always_an_int_in_0_100(headroom: float, cooling: float, measured: float, capped: float,
+                                          trend: float, pressure: float, cluster: float, cls: str,
+                                          pod_class: str) -> None:
+    t = twin(cls=cls, headroom=headroom, cooling=cooling, measured=measured, capped=capped, trend=trend)
+    s = score(pod_class, t, ClusterAggregates(cluster, pressure), NOW)
+    assert isinstance(s.value, int) and 0 <= s.value <= 100
