@@ -209,8 +209,9 @@ def check(
 ) -> list[PodVerdict]:
     """Filter and score every node for every pod."""
     views = build_views(nodes, twins, hardware)
-    twin_views = {v.name: TwinView.from_twin(v.twin) for v in views if v.twin is not None}
-    agg = aggregates([TwinView.from_twin(t) for t in twins], now)
+    read = {id(t): TwinView.from_twin(t) for t in twins}
+    twin_views = {v.name: read.get(id(v.twin)) or TwinView.from_twin(v.twin) for v in views if v.twin is not None}
+    agg = aggregates(read.values(), now)
     return [check_pod(d, views, twin_views, agg, now) for d in demands]
 
 
