@@ -31,15 +31,18 @@ def _sig(st: os.stat_result) -> tuple[int, int, int]:
 
 
 def _range(value: Any) -> tuple[int, int] | None:
-    """A clock lock as ``(min, max)`` MHz from ``[min, max]``, ``{"min", "max"}`` or one number."""
+    """A clock lock as ``(min, max)`` MHz: ``{"minMhz", "maxMhz"}`` as the fake nvidia-smi writes it,
+    ``[min, max]``, or one number."""
     if value is None:
         return None
     if isinstance(value, (list, tuple)) and len(value) == 2:
         return int(value[0]), int(value[1])
-    if isinstance(value, dict) and "max" in value:
-        hi = int(value["max"])
-        lo = value.get("min")
-        return (int(lo) if lo is not None else hi), hi
+    if isinstance(value, dict):
+        hi_v = value.get("maxMhz", value.get("max"))
+        if hi_v is None:
+            return None
+        lo_v = value.get("minMhz", value.get("min"))
+        return (int(lo_v) if lo_v is not None else int(hi_v)), int(hi_v)
     if isinstance(value, (int, float)):
         return int(value), int(value)
     return None
@@ -150,13 +153,28 @@ class NvmlIO:
         g = _range(clocks.get("lockedGraphics"))
         if g is not None and g[1] > 0:
             bound = min(bound, float(g[1])) if bound else float(g[1])
-        m = _range(clocks.get("lockedMemory"))
-        by_mem = dev.get("smMaxByMem") or {}
-        if m is not None and by_mem:
-            ceiling = by_mem.get(str(m[1]))
-            if ceiling is not None:
-                bound = min(bound, float(ceiling)) if bound else float(ceiling)
+        mem = NvmlIO.memory_mhz(dev)
+        ceiling = (dev.get("smMaxByMem") or {}).get(str(mem)) if mem is not None else None
+        if ceiling is not None:
+            bound = min(bound, float(ceiling)) if bound else float(ceiling)
         return bound, sm_max
+
+    @staticmethod
+    def memory_mhz(dev: dict[str, Any]) -> int | None:
+        """The memory clock in force: under a lock, the highest supported clock within it (as
+        nvidia-smi ``-lmc`` picks it), else the maximum."""
+        clocks = dev.get("clocks") or {}
+        m = _range(clocks.get("lockedMemory"))
+        if m is None:
+            mx = clocks.get("memoryMaxMhz") or clocks.get("memoryMhz")
+            return int(mx) if mx else None
+        lo, hi = m
+        mems = sorted({int(e["memoryMhz"]) for e in dev.get("supportedClocks") or [] if "memoryMhz" in e},
+                      reverse=True)
+        pick = next((x for x in mems if lo <= x <= hi), None)
+        if pick is None:
+            pick = min(mems, key=lambda x: min(abs(x - lo), abs(x - hi))) if mems else hi
+        return pick
 
     def clock_frac(self, dev: dict[str, Any]) -> float:
         bound, sm_max = self.sm_bound_mhz(dev)
@@ -200,11 +218,9 @@ class NvmlIO:
             sm = bound * (max(0.0, min(1.0, ratio)) ** (1.0 / 1.35))
         clocks["smMhz"] = round(sm)
         clocks["graphicsMhz"] = round(sm)
-        m = _range(clocks.get("lockedMemory"))
-        if m is not None:
-            clocks["memoryMhz"] = m[1]
-        elif clocks.get("memoryMaxMhz"):
-            clocks["memoryMhz"] = clocks["memoryMaxMhz"]
+        mem = self.memory_mhz(dev)
+        if mem is not None:
+            clocks["memoryMhz"] = mem
         dev["temperatureC"] = round(temp_c)
         dev["utilizationGpu"] = round(util * 100)
         dev["pstate"] = "P0" if util >= 0.01 else "P8"

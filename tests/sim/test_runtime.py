@@ -189,8 +189,8 @@ def test_graphics_and_memory_clock_locks_bound_clocks_and_power(tmp_path: Path) 
     runtime.run(spec, str(root), ticks=1, fast=True)
     full = _gpu_power(root, "l40s-0", 0)
     with nvml_transaction(str(root / "l40s-0")) as state:
-        state["gpus"][0]["clocks"]["lockedGraphics"] = [210, 1200]
-        state["gpus"][1]["clocks"]["lockedMemory"] = [405, 405]
+        state["gpus"][0]["clocks"]["lockedGraphics"] = {"minMhz": 210, "maxMhz": 1200}
+        state["gpus"][1]["clocks"]["lockedMemory"] = {"minMhz": 405, "maxMhz": 405}
     runtime.run(spec, str(root), ticks=1, fast=True)
     gpus = read_nvml_state(str(root / "l40s-0"))["gpus"]
     assert gpus[0]["clocks"]["smMhz"] <= 1200
@@ -263,3 +263,28 @@ def test_every_builtin_profile_runs_and_resumes(tmp_path: Path) -> None:
         assert node["powerWatts"] > 0
         assert node["energyJoules"] == pytest.approx(3 * node["powerWatts"], rel=0.05)
         assert os.path.getsize(root / f"p{i}-0" / "state" / "ledger.json") >= lg.INPLACE_BYTES
+
+
+def test_cap_and_persistence_through_the_fake_nvidia_smi(tmp_path: Path) -> None:
+    import subprocess
+
+    spec = write_spec(tmp_path, "  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}")
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    smi = str(root / "h100-0" / "bin" / "nvidia-smi")
+    done = subprocess.run([smi, "-i", "0", "-pl", "250"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert _gpu_power(root, "h100-0", 0) == pytest.approx(250.0, abs=1.0)
+    query = subprocess.run([smi, "-i", "0", "--query-gpu=power.limit,power.draw", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=30)
+    limit, draw = (float(x) for x in query.stdout.split(","))
+    assert limit == 250.0
+    assert draw == pytest.approx(250.0, abs=1.0)
+    # Persistence mode off, then idle: the limit goes back to its default at the next tick.
+    assert subprocess.run([smi, "-i", "0", "-pm", "0"], capture_output=True, timeout=30).returncode == 0
+    runtime.run(write_spec(tmp_path, "  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}", gpu_util=0.0),
+                str(root), ticks=1, fast=True)
+    assert read_nvml_state(str(root / "h100-0"))["gpus"][0]["power"]["limitMw"] == 700_000
+    names = [json.loads(x)["name"] for x in (root / "events.jsonl").read_text().splitlines()]
+    assert names == ["joulie.sim.cap.reset"]
