@@ -107,8 +107,8 @@ def _bash(root: _Cmd) -> str:
             for o in value_opts:
                 pat = "|".join(o.names)
                 if o.choices:
-                    words = " ".join(o.choices)
-                    lines.append(f'                {pat}) COMPREPLY=($(compgen -W "{words}" -- "$cur")); return ;;')
+                    cw = " ".join(o.choices)
+                    lines.append(f'                {pat}) COMPREPLY=($(compgen -W "{cw}" -- "$cur")); return ;;')
                 elif o.is_path:
                     lines.append(f'                {pat}) COMPREPLY=($(compgen -f -- "$cur")); return ;;')
                 else:
