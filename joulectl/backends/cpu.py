@@ -180,26 +180,41 @@ def _cpus(text: str | None) -> list[int]:
 
 
 def read_policies(host: Host) -> list[CpufreqPolicy]:
-    """Every ``policy<N>`` directory, in N order."""
+    """Every ``policy<N>`` directory, in N order.
+
+    ``scaling_driver`` and ``scaling_available_governors`` are system-wide (one cpufreq driver,
+    one governor registry), so they are read from the first policy only; the available EPP list
+    depends on the policy's governor (only ``performance`` under the performance governor), so
+    it is read once per governor. A node has hundreds of policies; this saves a third of the reads.
+    """
     names = [n for n in host.listdir(CPUFREQ) if _POLICY.match(n)]
     names.sort(key=lambda n: int(n[6:]))
     out = []
-    for name in names:
+    driver: str | None = None
+    governors: list[str] = []
+    epps_by_governor: dict[str | None, list[str]] = {}
+    for i, name in enumerate(names):
         p = f"{CPUFREQ}/{name}"
 
         def attr(leaf: str, base: str = p) -> str | None:
             return host.read_attr(f"{base}/{leaf}").value or None
 
+        if i == 0:
+            driver = attr("scaling_driver")
+            governors = (attr("scaling_available_governors") or "").split()
+        governor = attr("scaling_governor")
+        if governor not in epps_by_governor:
+            epps_by_governor[governor] = (attr("energy_performance_available_preferences") or "").split()
         out.append(
             CpufreqPolicy(
                 name=name,
                 path=p,
                 cpus=_cpus(attr("affected_cpus") or attr("related_cpus")),
-                driver=attr("scaling_driver"),
-                governor=attr("scaling_governor"),
-                available_governors=(attr("scaling_available_governors") or "").split(),
+                driver=driver,
+                governor=governor,
+                available_governors=list(governors),
                 epp=attr("energy_performance_preference"),
-                available_epp=(attr("energy_performance_available_preferences") or "").split(),
+                available_epp=list(epps_by_governor[governor]),
                 min_khz=host.read_int(f"{p}/cpuinfo_min_freq"),
                 max_khz=host.read_int(f"{p}/cpuinfo_max_freq"),
                 base_khz=host.read_int(f"{p}/base_frequency"),

@@ -91,7 +91,9 @@ def _discover_gpus(host: Host) -> tuple[list[GpuDevice], dict[str, str]]:
     devices: list[GpuDevice] = []
     errors: dict[str, str] = {}
     for backend in (nvidia, amd, intel):
-        if not backend.is_available(host):
+        # Only NVIDIA needs the probe first (its discovery runs a tool); the sysfs backends'
+        # discovery is itself the probe and returns nothing when there is nothing.
+        if backend is nvidia and not backend.is_available(host):
             continue
         try:
             found = backend.discover(host)

@@ -186,3 +186,20 @@ def test_set_caps_readback_that_differs_is_an_error(root: Path, trees: ModuleTyp
     out = cpu.set_caps(host, [(cpu.discover(host).zones[0], 200.06)])
     assert (out[0].status, out[0].after_w) == (Status.ERROR, 200)
     assert out[0].message == "intel-rapl:0: read back 200 W after writing 200.06 W"
+
+
+def test_available_epp_follows_each_policys_governor(root: Path, trees: ModuleType) -> None:
+    trees.amd_2s_host(root)  # every policy under performance: EPP list "performance" only
+    base = "/sys/devices/system/cpu/cpufreq/policy3"
+    trees.write(root, f"{base}/scaling_governor", "powersave\n")
+    trees.write(root, f"{base}/energy_performance_preference", "balance_power\n")
+    trees.write(root, f"{base}/energy_performance_available_preferences",
+                "default performance balance_performance balance_power power\n")
+    inv = cpu.discover(Host(str(root)))
+    p0, p3 = inv.policies[0], inv.policies[3]
+    assert (p0.governor, p0.available_epp) == ("performance", ["performance"])
+    assert (p3.governor, p3.epp) == ("powersave", "balance_power")
+    assert p3.available_epp == ["default", "performance", "balance_performance", "balance_power", "power"]
+    assert inv.governors == ["performance", "powersave"]
+    assert inv.epp == ["performance", "balance_power"]
+    assert all(p.driver == "amd-pstate-epp" for p in inv.policies)
