@@ -74,6 +74,8 @@ def cpu_cap_watts(facts: NodeFacts, pct: float) -> float | None:
 def _cpu_cap(facts: NodeFacts, pct: float, options: PlanOptions, notes: list[str]) -> tuple[dict[str, Any], float]:
     if pct <= 0:
         return {}, 100.0
+    if facts.cpu_cap_note:
+        notes.append(f"{facts.cpu_cap_note}: the node will report the CPU cap blocked")
     if options.absolute_caps:
         w = cpu_cap_watts(facts, pct)
         if w is not None:

@@ -46,6 +46,8 @@ class NodeFacts:
     cpu_min_w_per_socket: float
     cpu_range_source: str  # nodehardware | catalog | cores | none
     cpu_density: float
+    #: why the CPU cannot be capped (NodeHardware ``cpu.controlAvailable: false``), else None
+    cpu_cap_note: str | None
     # GPU
     gpu_count: int
     gpu_count_source: str
@@ -84,9 +86,9 @@ class NodeFacts:
         cached: str | None = self.__dict__.get("_family")
         if cached is None:
             if self.is_gpu_node:
-                cached = f"gpu:{self.gpu_key or self.gpu_model or 'unknown-gpu'}"
+                cached = f"gpu:{self.gpu_key or _family_name(self.gpu_model) or 'unknown-gpu'}"
             else:
-                cached = f"cpu:{self.cpu_key or self.cpu_model or 'unknown-cpu'}"
+                cached = f"cpu:{self.cpu_key or _family_name(self.cpu_model) or 'unknown-cpu'}"
             self.__dict__["_family"] = cached
         return cached
 
@@ -98,6 +100,17 @@ class NodeFacts:
     def gpu_tdp_w(self) -> float:
         """Per-GPU maximum times the power domains (not the count: an MI250X package is two GPUs)."""
         return self.gpu_max_w * self.power_domains if self.is_gpu_node else 0.0
+
+
+def _family_name(model: str | None) -> str:
+    """An uncatalogued model as a family name: ``Intel Xeon Processor (Icelake)`` and the label
+    spelling ``Intel_Xeon_Processor_Icelake`` are one family, ``intel_xeon_processor_icelake``."""
+    return _norm_product(model).replace(" ", "_") if model else ""
+
+
+#: GPUs (as devices and resources count them) per power limit when NodeHardware does not say:
+#: an MI250X or MI250 package is two GCDs under one limit (seed, "Agent host backends").
+GPUS_PER_POWER_DOMAIN = {"AMD_INSTINCT_MI250X": 2, "AMD_INSTINCT_MI250": 2}
 
 
 @lru_cache(maxsize=4096)
@@ -200,6 +213,10 @@ def node_facts(
         cpu_max = (cores // sockets) * WATTS_PER_CORE_FALLBACK
         cpu_min = 0.0
         cpu_source = "cores" if cpu_max else "none"
+    cpu_note = None
+    if hw_cpu.get("controlAvailable") is False:
+        reason = _first_text(hw_cpu.get("controlReason"))
+        cpu_note = "CPU power control unavailable" + (f": {reason}" if reason else "")
     cpu_density = 0.0
     if cpu_entry:
         multiplier = cores or (sockets if sockets_known else 1)
@@ -228,7 +245,10 @@ def node_facts(
     gpu_model = gpu_names[0] if gpu_names else None
     model_cap_key = next((k for k in map(_norm_product, gpu_names) if k in model_caps), None) if count else None
     model_cap = model_caps[model_cap_key] if model_cap_key else None
-    domains = _pos_int(hw_gpu.get("powerDomains")) or count
+    domains = _pos_int(hw_gpu.get("powerDomains"))
+    if not domains:
+        per_domain = GPUS_PER_POWER_DOMAIN.get(gpu_entry.key, 1) if gpu_entry else 1
+        domains = -(-count // per_domain)
 
     range_per_gpu = _mapping(hw_gpu.get("capRangePerGpu"))
     gpu_max = _pos_number(range_per_gpu.get("maxWatts"))
@@ -284,6 +304,7 @@ def node_facts(
         cpu_min_w_per_socket=cpu_min,
         cpu_range_source=cpu_source,
         cpu_density=cpu_density,
+        cpu_cap_note=cpu_note,
         gpu_count=count,
         gpu_count_source=count_source,
         power_domains=domains if count else 0,

@@ -135,7 +135,7 @@ def _facility(facility: Any) -> dict[str, Any] | None:
 def load_spec_cluster(path: str, profiles_dir: str | None) -> ClusterInput:
     """A ClusterSpec as Node objects and NodeHardware, expanded by the simulator's modules."""
     from joulectl.sim.clusterspec import load_spec
-    from joulectl.sim.k8s import node_hardware, node_object  # type: ignore[import-not-found,unused-ignore]
+    from joulectl.sim.k8s import node_hardware, node_object
 
     spec = load_spec(path, profiles_dir=profiles_dir)
     nodes: list[dict[str, Any]] = []

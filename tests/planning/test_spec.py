@@ -1,0 +1,165 @@
+"""A ClusterSpec and the NodeList `simulate render-nodes` exports from it plan alike (one code path)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SPEC = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: exposures}
+spec:
+  facility: {ambientC: 20, coolingZones: [{name: cold, offsetC: 0}]}
+  pools:
+  - {name: whole, profile: nvidia-h100-sxm-8gpu, count: 1, coolingZone: cold}
+  - {name: migs, profile: nvidia-h100-sxm-8gpu, count: 1, overrides: {gpus: {exposure: mig-single}}}
+  - {name: migm, profile: nvidia-h100-sxm-8gpu, count: 1, overrides: {gpus: {exposure: mig-mixed}}}
+  - {name: tsr, profile: nvidia-l40s-4gpu, count: 1, overrides: {gpus: {exposure: timeslice-rename}}}
+  - {name: tsn, profile: nvidia-l40s-4gpu, count: 1, overrides: {gpus: {exposure: timeslice-norename}}}
+  - {name: dra, profile: nvidia-h100-sxm-8gpu, count: 1, overrides: {gpus: {exposure: dra}}}
+  - {name: i915, profile: intel-flex-170-4gpu, count: 1}
+  - {name: xe, profile: intel-flex-170-4gpu, count: 1, overrides: {gpus: {intel: {driver: xe}}}}
+  - {name: mi300x, profile: amd-instinct-mi300x-8gpu, count: 1}
+  - {name: mi250x, profile: amd-instinct-mi250x-4gpu, count: 1}
+  - {name: w7900, profile: amd-radeon-pro-w7900, count: 1}
+  - {name: cpu, profile: intel-xeon-2s-rapl, count: 2}
+  - {name: vm, profile: vm-no-powercap, count: 1}
+"""
+#: physical GPUs per node, and power domains (four MI250X packages hold eight GCDs)
+GPUS = {"whole-0": (8, 8), "migs-0": (8, 8), "migm-0": (8, 8), "tsr-0": (4, 4), "tsn-0": (4, 4), "dra-0": (8, 8),
+        "i915-0": (4, 4), "xe-0": (4, 4), "mi300x-0": (8, 8), "mi250x-0": (8, 4), "w7900-0": (1, 1)}
+
+
+def _plan(cli: Callable[..., Any], *args: Any) -> dict[str, dict[str, Any]]:
+    r = cli("plan", *args, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    return {t["spec"]["nodeName"]: t for t in json.loads(r.stdout)["items"]}
+
+
+def _gpus(twin: dict[str, Any]) -> tuple[int, int]:
+    ann = twin["metadata"]["annotations"]
+    if "joulectl.io/gpu-count" not in ann:
+        return (0, 0)
+    return int(ann["joulectl.io/gpu-count"].split()[0]), int(ann["joulectl.io/gpu-power-domains"])
+
+
+@pytest.fixture
+def spec_and_export(cli: Callable[..., Any], tmp_path: Path) -> tuple[Path, Path]:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    r = cli("simulate", "render-nodes", spec)
+    assert r.exit_code == 0, r.stderr
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(r.stdout)
+    return spec, nodes
+
+
+def test_export_plans_to_the_same_counts_as_the_spec(
+    cli: Callable[..., Any], spec_and_export: tuple[Path, Path], nodetwin_schema: dict[str, Any]
+) -> None:
+    spec, nodes = spec_and_export
+    from_spec = _plan(cli, spec, "--gpu-governor", "eco=efficient")
+    from_nodes = _plan(cli, "--nodes", nodes, "--gpu-governor", "eco=efficient")
+    assert sorted(from_spec) == sorted(from_nodes)
+    for name, twin in from_spec.items():
+        other = from_nodes[name]
+        assert _gpus(twin) == _gpus(other) == GPUS.get(name, (0, 0)), name
+        assert twin["spec"]["profile"] == other["spec"]["profile"], name
+        assert twin["spec"]["cpu"] == other["spec"]["cpu"], name
+        assert twin["metadata"]["annotations"]["joulectl.io/family"] == other["metadata"]["annotations"][
+            "joulectl.io/family"], name
+        pm, opm = twin["status"]["powerMeasurement"], other["status"]["powerMeasurement"]
+        assert pm["cpuTdpW"] == opm["cpuTdpW"], name
+        if name != "w7900-0":
+            assert pm["gpuTdpW"] == opm["gpuTdpW"], name
+    # the spec path knows the NodeHardware: the W7900's cap pinned at 241 W, not the catalog's 295 W
+    assert from_spec["w7900-0"]["status"]["powerMeasurement"]["gpuTdpW"] == 241
+    assert from_nodes["w7900-0"]["status"]["powerMeasurement"]["gpuTdpW"] == 295
+    assert from_spec["mi250x-0"]["status"]["powerMeasurement"]["gpuTdpW"] == 4 * 560
+    validator = jsonschema.Draft4Validator(nodetwin_schema)
+    for twin in [*from_spec.values(), *from_nodes.values()]:
+        assert not list(validator.iter_errors(twin))
+
+
+def test_export_without_joulie_count_labels_uses_the_seed_precedence(
+    cli: Callable[..., Any], spec_and_export: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, nodes = spec_and_export
+    doc = yaml.safe_load(nodes.read_text())
+    for node in doc["items"]:
+        node["metadata"]["labels"].pop("joulie.io/hw.gpu-count", None)
+    stripped = tmp_path / "stripped.yaml"
+    stripped.write_text(yaml.safe_dump(doc))
+    twins = _plan(cli, "--nodes", stripped)
+    counts = {n: t["metadata"]["annotations"].get("joulectl.io/gpu-count") for n, t in twins.items()}
+    assert counts == {
+        "whole-0": "8 (nvidia.com/gpu.count)",
+        "migs-0": "56 (resources)",  # the single MIG strategy counts MIG devices (seed caveat)
+        "migm-0": "8 (nvidia.com/gpu.count)",
+        "tsr-0": "4 (nvidia.com/gpu.count)",
+        "tsn-0": "4 (nvidia.com/gpu.count)",
+        "dra-0": "8 (nvidia.com/gpu.count)",
+        "i915-0": "4 (gpu.intel.com/device.count)",
+        "xe-0": "4 (gpu.intel.com/device.count)",
+        "mi300x-0": "8 (resources)",
+        "mi250x-0": "8 (resources)",
+        "w7900-0": "1 (resources)",
+        "cpu-0": None,
+        "cpu-1": None,
+        "vm-0": None,
+    }
+
+
+def test_example_cluster(cli: Callable[..., Any], nodetwin_schema: dict[str, Any]) -> None:
+    r = cli("plan", ROOT / "examples" / "cluster.yaml", "-o", "yaml")
+    assert r.exit_code == 0, r.stderr
+    twins = list(yaml.safe_load_all(r.stdout))
+    names = {t["spec"]["nodeName"] for t in twins}
+    assert "reserved-0" not in names and len(names) == 16
+    validator = jsonschema.Draft4Validator(nodetwin_schema)
+    for t in twins:
+        assert not list(validator.iter_errors(t))
+    families = {t["metadata"]["annotations"]["joulectl.io/family"] for t in twins}
+    perf = {t["metadata"]["annotations"]["joulectl.io/family"] for t in twins if t["spec"]["profile"] == "performance"}
+    assert perf == families  # every family keeps a performance node
+    table = cli("plan", ROOT / "examples" / "cluster.yaml")
+    assert "reserved-0  reserved (joulie.io/reserved=true)" in table.stdout
+
+
+def test_bad_spec_is_exit_2(cli: Callable[..., Any], tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(SPEC.replace("intel-xeon-2s-rapl", "no-such-profile"))
+    r = cli("plan", spec)
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"joulectl: error: {spec}: ") and "no-such-profile" in r.stderr
+    missing = cli("plan", tmp_path / "missing.yaml")
+    assert missing.exit_code == 2 and str(tmp_path / "missing.yaml") in missing.stderr
+
+
+def test_ambient_from_the_spec_facility(cli: Callable[..., Any], tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("""\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: zones}
+spec:
+  facility: {ambientC: 20, coolingZones: [{name: cold, offsetC: 0}, {name: hot, offsetC: 25}]}
+  pools:
+  - {name: cold, profile: intel-xeon-2s-rapl, count: 1, coolingZone: cold}
+  - {name: hot, profile: intel-xeon-2s-rapl, count: 1, coolingZone: hot}
+""")
+    prom = tmp_path / "metrics.prom"
+    prom.write_text('joulie_sim_node_power_watts{node="cold-0"} 270\njoulie_sim_node_power_watts{node="hot-0"} 270\n')
+    twins = _plan(cli, spec, "--telemetry", prom)
+    # 270 W of a 540 W TDP: 50 at 20 °C, doubled (capped at 100) at 45 °C
+    assert twins["cold-0"]["status"]["predictedCoolingStressScore"] == 50
+    assert twins["hot-0"]["status"]["predictedCoolingStressScore"] == 100
