@@ -29,6 +29,8 @@ from joulectl.host import Host, HostIOError
 
 JOURNAL_PATH = "/var/lib/joulectl/state.json"
 HISTORY_LIMIT = 50
+#: A journal larger than this is not one joulectl wrote (history is bounded): it is set aside.
+MAX_JOURNAL_BYTES = 64 << 20
 API_VERSION = "joulectl.io/v1alpha1"
 
 _UNSET = object()
@@ -155,17 +157,21 @@ class Journal:
 def load(host: Host) -> Journal:
     """The node's journal; empty when there is none. A corrupt one is moved aside and reported
     through :attr:`Journal.set_aside`."""
-    try:
-        text = host.read(JOURNAL_PATH)
-    except HostIOError as e:
-        import errno
+    import errno
 
+    try:
+        text: str | None = host.read(JOURNAL_PATH, limit=MAX_JOURNAL_BYTES)
+    except HostIOError as e:
         if e.errno == errno.ENOENT:
             return Journal()
-        raise
+        if e.errno != errno.EFBIG:
+            raise
+        text = None  # far larger than any journal joulectl writes: corrupt
     try:
+        if text is None:
+            raise ValueError("journal too large")
         return Journal.from_dict(json.loads(text))
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         aside = f"{JOURNAL_PATH}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 1000000:06d}"
         import os
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from joulectl.errors import LockBusyError, RefusedError
+from joulectl.errors import ConfinementError, LockBusyError, RefusedError
 from joulectl.host import Host
 
 LOCK_PATH = "/run/joulectl/lock"
@@ -28,6 +28,8 @@ def node_lock(host: Host, wait_s: float = 10.0) -> Iterator[None]:
         host.makedirs(os.path.dirname(LOCK_PATH))
         fd = os.open(host.path(LOCK_PATH), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as e:
+        if e.errno == errno.ELOOP:  # O_NOFOLLOW: the lock file is a symlink
+            raise ConfinementError("the node lock is a symlink; refusing to follow it", file=LOCK_PATH) from None
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise RefusedError(
                 f"cannot open the node lock {LOCK_PATH}: {os.strerror(e.errno)}",
