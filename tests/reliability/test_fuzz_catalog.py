@@ -1,0 +1,47 @@
+"""Catalog normalisation and lookup with arbitrary model names (sysfs product names, node labels,
+nvidia-smi output): a catalog entry or None, never an exception."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reliability_support import examples
+
+from joulectl import catalog
+
+FUZZ = settings(max_examples=examples(2000), deadline=None)
+CAT = catalog.load()
+NAMES = sorted({*CAT.gpus, *CAT.cpus, *(a for g in CAT.gpus.values() for a in g.aliases)})
+model_names = (
+    st.text(max_size=40)
+    | st.builds(lambda n, pre, suf: pre + n + suf, st.sampled_from(NAMES),
+                st.sampled_from(["", "NVIDIA ", " ", "AMD ", "Intel(R) "]),
+                st.sampled_from(["", "-MIG-1g.10gb", "-MIG-INVALID", "-SHARED", "-SHARED-MIG-3g.40gb", "(TM)",
+                                 " ", "™"]))
+)
+
+
+@FUZZ
+@given(model_names)
+def test_normalize_and_lookup_never_raise(name: str) -> None:
+    norm = catalog.normalize(name)
+    assert catalog.normalize(norm) == norm
+    assert norm == norm.strip() and "  " not in norm
+    stripped = catalog.strip_gfd_suffix(name)
+    assert catalog.strip_gfd_suffix(stripped) == stripped
+    gpu = CAT.gpu(name)
+    assert gpu is None or gpu.key in CAT.gpus
+    cpu = CAT.cpu(name)
+    assert cpu is None or cpu.key in CAT.cpus
+    assert catalog.gpu_family(name or None).startswith("gpu:")
+
+
+@FUZZ
+@given(st.sampled_from(sorted(CAT.gpus)), st.sampled_from(["", "-MIG-1g.10gb", "-MIG-INVALID", "-SHARED"]))
+def test_gfd_suffixes_never_change_the_entry(key: str, suffix: str) -> None:
+    entry = CAT.gpus[key]
+    for alias in (key, *entry.aliases):
+        found = CAT.gpu(alias + suffix)
+        assert found is not None
+        assert CAT.gpu(alias) == found
+        assert found.min_w <= found.max_board_power_w
