@@ -163,3 +163,32 @@ spec:
     # 270 W of a 540 W TDP: 50 at 20 °C, doubled (capped at 100) at 45 °C
     assert twins["cold-0"]["status"]["predictedCoolingStressScore"] == 50
     assert twins["hot-0"]["status"]["predictedCoolingStressScore"] == 100
+
+
+def test_telemetry_of_a_simulator_run(cli: Callable[..., Any], tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("""\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: run}
+spec:
+  defaults: {baseLoad: {cpuUtil: 0.8, gpuUtil: 0.9}}
+  pools:
+  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}
+  - {name: vm, profile: vm-no-powercap, count: 1}
+""")
+    root = tmp_path / "sim"
+    r = cli("simulate", "run", spec, "--root", root, "--ticks", "5", "--fast")
+    assert r.exit_code == 0, r.stderr
+    prom_text = (root / "metrics.prom").read_text()
+    key = 'joulie_sim_node_power_watts{node="h100-0"}'
+    gauge = next(line for line in prom_text.splitlines() if line.startswith(key))
+    prom = _plan(cli, spec, "--telemetry", root / "metrics.prom")
+    pm = prom["h100-0"]["status"]["powerMeasurement"]
+    assert (pm["source"], pm["measuredNodePowerW"]) == ("prometheus", pytest.approx(float(gauge.split()[-1])))
+    otlp = _plan(cli, spec, "--telemetry", root / "telemetry" / "otlp.jsonl")
+    pm = otlp["h100-0"]["status"]["powerMeasurement"]
+    # one export per node: the eight GPU gauges plus the CPU packages' energy averaged over the run
+    assert pm["source"] == "prometheus" and 0.8 * pm["gpuTdpW"] < pm["measuredNodePowerW"] < pm["nodeTdpW"]
+    # a virtual machine exports nothing a real collector could measure
+    assert otlp["vm-0"]["status"]["powerMeasurement"]["source"] == "prometheus-no-data"
