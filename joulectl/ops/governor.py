@@ -47,6 +47,7 @@ OPERATOR = "locked by the operator, not by joulectl: left alone"
 INTEL_BLOCKED = "no governor mapping for Intel GPUs"
 #: nvidia-smi cannot list the locks in force: without one joulectl set (or discover read), say so.
 NO_LOCK = "no lock set by joulectl"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 UNVERIFIED_HINT = "a lock cannot be read back: `joulectl governor show` verifies it"
 
 
@@ -236,9 +237,11 @@ def _nv_set(
     except PresetBlocked as e:
         return _result(dev, Status.BLOCKED, str(e), preset=preset, before=before)
     wanted = {"graphics": plan.graphics, "memory": plan.memory}
-    # The clocks discover just read: a lock the journal holds but the clocks contradict is gone
-    # (a reboot or driver reload drops every lock), so it is set again.
+    # A reboot or driver reload drops every lock: a journaled lock from another boot, or one the
+    # clocks discover just read run above, is gone and is set again. (A clock below the lock's
+    # minimum is an idle GPU, not a lost lock.)
     sampled = {"graphics": dev.clocks.get("graphics_mhz"), "memory": dev.clocks.get("memory_mhz")}
+    lost = _lost_in_reboot(ctx.host, journal, bus)
     steps: list[tuple[str, ClockLock | None]] = []
     for domain in ("graphics", "memory"):  # -lgc before -lmc
         want = wanted[domain]
@@ -247,7 +250,7 @@ def _nv_set(
         if want is None:
             if journal.set_by_joulectl(bus, NV_SETTINGS[domain]):
                 steps.append((domain, None))
-        elif have != want.text() or (isinstance(now, (int, float)) and not want.contains(now)):
+        elif have != want.text() or lost or (isinstance(now, (int, float)) and now > want.max_mhz):
             steps.append((domain, want))
     target = _nv_describe(plan.graphics.text() if plan.graphics else None,
                           plan.memory.text() if plan.memory else None)
@@ -259,8 +262,9 @@ def _nv_set(
         rec = journal.current(bus, PRESET) or {}
         msg = "already in force"
         if isinstance(rec, dict) and rec.get("status") == str(Status.APPLIED_UNVERIFIED):
-            checked = [sampled[d] for d in ("graphics", "memory") if wanted[d] is not None]
-            if checked and all(isinstance(v, (int, float)) for v in checked):
+            inside = [w.contains(float(v)) for d, w in wanted.items()
+                      if w is not None and isinstance(v := sampled[d], (int, float))]
+            if inside and all(inside):
                 _mark_verified(journal, bus, dev.vendor, dev.model)
                 msg = "already in force (clocks inside the lock)"
             else:
@@ -303,9 +307,25 @@ def _nv_set(
             journal.restored(bus, PRESET, command=COMMAND)
         return _result(dev, Status.APPLIED, "locks set by joulectl reset", preset=preset, before=before,
                        after=_nv_describe(_operator_lock(dev, "graphics"), _operator_lock(dev, "memory")))
-    journal.record(bus, PRESET, None, {"preset": preset, "status": str(Status.APPLIED_UNVERIFIED)},
-                   vendor=dev.vendor, model=dev.model, command=COMMAND)
+    record: dict[str, Any] = {"preset": preset, "status": str(Status.APPLIED_UNVERIFIED)}
+    boot = boot_id(ctx.host)
+    if boot:
+        record["bootId"] = boot
+    journal.record(bus, PRESET, None, record, vendor=dev.vendor, model=dev.model, command=COMMAND)
     return _result(dev, Status.APPLIED_UNVERIFIED, UNVERIFIED_HINT, preset=preset, before=before, after=target)
+
+
+def boot_id(host: Host) -> str | None:
+    """``/proc/sys/kernel/random/boot_id``: clock locks do not survive past it."""
+    return host.read_attr(BOOT_ID).value or None
+
+
+def _lost_in_reboot(host: Host, journal: Journal, bus: str) -> bool:
+    """Whether the locks joulectl journaled for ``bus`` were set in an earlier boot."""
+    rec = journal.current(bus, PRESET)
+    then = rec.get("bootId") if isinstance(rec, dict) else None
+    now = boot_id(host) if then else None
+    return bool(then and now and then != now)
 
 
 def _amd_describe(level: str | None, sclk: Any) -> str:
@@ -690,9 +710,10 @@ def _preset_of(journal: Journal, key: str) -> tuple[str | None, str | None]:
 
 
 def _mark_verified(journal: Journal, key: str, dev_vendor: str, model: str | None, kind: str = "gpu") -> None:
-    preset, _ = _preset_of(journal, key)
-    journal.record(key, PRESET, None, {"preset": preset, "status": str(Status.APPLIED)}, vendor=dev_vendor,
-                   model=model, kind=kind, command="show")
+    rec = journal.current(key, PRESET)
+    value = dict(rec) if isinstance(rec, dict) else {}
+    value["status"] = str(Status.APPLIED)
+    journal.record(key, PRESET, None, value, vendor=dev_vendor, model=model, kind=kind, command="show")
 
 
 def _show_nvidia(ctx: _NvContext, journal: Journal, dev: GpuDevice, samples: dict[str, Any],
@@ -711,6 +732,10 @@ def _show_nvidia(ctx: _NvContext, journal: Journal, dev: GpuDevice, samples: dic
     row = ShowRow(bus, dev.vendor, dev.model or dev.raw_model, "gpu", preset, None, NO_LOCK, None,
                   clocks, accepted_presets(dev, ctx, model_presets))
     reason = gov_nvidia.eligibility(dev)
+    if (g or m) and _lost_in_reboot(ctx.host, journal, bus):
+        row.preset = None
+        row.message = "the lock joulectl set was lost in a reboot: run `joulectl governor set` again"
+        return row, False
     if g or m:
         row.set_by = "joulectl"
         row.in_force = _nv_describe(g.text() if g else None, m.text() if m else None)

@@ -375,3 +375,23 @@ def test_a_lock_lost_in_a_reboot_is_set_again(tmp_path: Path) -> None:
     assert r.status == Status.APPLIED_UNVERIFIED
     assert _calls(root)[-1] == ["-i", bus(0), "-lgc", "345,1485"]
     assert journal.original(bus(0), "gpuLockedClocks") is None
+
+
+def test_locks_from_an_earlier_boot_are_set_again(tmp_path: Path) -> None:
+    root = _root(tmp_path, [H100_TABLE])
+    boot = root / "proc/sys/kernel/random/boot_id"
+    boot.parent.mkdir(parents=True)
+    boot.write_text("11111111-2222-3333-4444-555555555555\n")
+    host, journal = Host(str(root)), Journal()
+    inv = inventory([nvidia_gpu(0)])
+    gov.apply_preset(host, inv, journal, "peak")
+    assert journal.current(bus(0), "governorPreset")["bootId"] == "11111111-2222-3333-4444-555555555555"
+    assert gov.apply_preset(host, inv, journal, "peak")[0].status == Status.UNCHANGED
+    boot.write_text("99999999-2222-3333-4444-555555555555\n")  # rebooted: every lock is gone
+    rows, _ = gov.show(host, inv, journal, gpu=True, cpu=False)
+    assert (rows[0].in_force, rows[0].message) == (
+        "no lock set by joulectl", "the lock joulectl set was lost in a reboot: run `joulectl governor set` again")
+    r = gov.apply_preset(host, inv, journal, "peak")[0]
+    assert r.status == Status.APPLIED_UNVERIFIED
+    assert _calls(root) == [["-i", bus(0), "-lgc", "1980,1980"]] * 2
+    assert journal.current(bus(0), "governorPreset")["bootId"] == "99999999-2222-3333-4444-555555555555"
