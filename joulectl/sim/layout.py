@@ -449,8 +449,8 @@ def instantiate(template: NodeModel, node: str) -> NodeModel:
     return replace(
         template,
         node=node,
-        writables=[replace(w) for w in template.writables],
-        counters=[replace(c) for c in template.counters],
+        writables=[Writable(w.rel, w.kind, w.rule, w.component) for w in template.writables],
+        counters=[CounterFile(c.rel, c.kind, c.component, c.max_range, "", c.secondary) for c in template.counters],
         packages=copy.copy(template.packages),
         gpus=copy.copy(template.gpus),
     )

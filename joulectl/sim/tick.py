@@ -387,6 +387,7 @@ class NodeRuntime:
         self._index: dict[tuple[str, str], Writable] = {}
         self._freq_cache: dict[int, float] | None = None
         self._governors: dict[str, str] = {}
+        prefix = os.path.join(node_dir, "")
         cache = self._load_cache()
         cached_w = cache.get("w", {})
         cached_c = cache.get("c", {})
@@ -396,7 +397,7 @@ class NodeRuntime:
             self.by_component.setdefault(w.component, []).append(w)
             self._by_rel.setdefault(w.rel, []).append(w)
             self._index.setdefault((w.component, w.kind), w)
-            path = w.path = os.path.join(node_dir, w.rel)
+            path = w.path = prefix + w.rel
             try:
                 st = lstat(path)
             except OSError:
@@ -413,7 +414,7 @@ class NodeRuntime:
                 w.text = self._sclk_mask_text(w)
             fresh.append(w)
         for c in model.counters:
-            c.path = os.path.join(node_dir, c.rel)
+            c.path = prefix + c.rel
             hit = cached_c.get(c.rel)
             if hit is not None:
                 try:
