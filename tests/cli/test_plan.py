@@ -277,3 +277,12 @@ def test_large_json_list_is_one_twin_per_line(tmp_path: Path) -> None:
     assert len(text.splitlines()) == len(items) + 6
     small = json_list(items[:2])
     assert json.loads(small)["items"] == items[:2] and '\n      "kind": "NodeTwin",' in small
+
+
+def test_identical_nodes_share_no_objects_in_yaml(cli: Callable[..., Any], tmp_path: Path) -> None:
+    nodes = _nodelist(tmp_path, [_node(f"h{i}", {**EPYC, **H100}, {"nvidia.com/gpu": "8"}) for i in range(4)])
+    r = cli("plan", "--nodes", nodes, "-o", "yaml", "--absolute-caps", "--gpu-governor", "eco=efficient")
+    assert r.exit_code == 0, r.stderr
+    assert "&id" not in r.stdout and "*id" not in r.stdout  # PyYAML prints anchors for shared dicts
+    docs = list(yaml.safe_load_all(r.stdout))
+    assert [d["spec"]["profile"] for d in docs] == ["performance", "performance", "eco", "eco"]
