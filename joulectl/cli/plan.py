@@ -17,7 +17,12 @@ if TYPE_CHECKING:
     from joulectl.planning import PlanOptions, PlanResult
 
 Policy = Annotated[
-    str, typer.Option("--policy", help="static (a fixed share at performance) or queue-aware (sized by demand).")
+    str,
+    typer.Option(
+        "--policy",
+        metavar="static|queue-aware",
+        help="static (a fixed share at performance) or queue-aware (sized by demand).",
+    ),
 ]
 PerformanceFraction = Annotated[
     float, typer.Option("--performance-fraction", metavar="F", help="static: share of eligible nodes at performance.")
@@ -145,7 +150,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("plan")
     def plan(
-        spec: Annotated[str | None, typer.Argument(metavar="[SPEC]", help="ClusterSpec file (- = stdin).")] = None,
+        spec: Annotated[
+            str | None, typer.Argument(metavar="SPEC", help="ClusterSpec file (- = stdin).", show_default=False)
+        ] = None,
         nodes: Annotated[
             str | None, typer.Option("--nodes", metavar="NODES.yaml", help="NodeList (kubectl get nodes -o yaml).")
         ] = None,
