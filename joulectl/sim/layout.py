@@ -303,6 +303,16 @@ def _rule(raw: dict[str, Any]) -> Rule:
     )
 
 
+def _socket_of(policy: str, j: int, n: int, sockets: int, cpu: dict[str, Any]) -> int:
+    """The package of cpufreq ``policyN`` (one policy per logical CPU): Linux numbers thread 0 of
+    every core of every socket first, then thread 1 (as the renderer lays out ``/proc/cpuinfo``)."""
+    cores = int(cpu.get("coresPerSocket", 0) or 0)
+    idx = int(policy[6:]) if policy[6:].isdigit() else j
+    if cores > 0 and sockets > 0:
+        return min(sockets - 1, (idx % (sockets * cores)) // cores)
+    return min(sockets - 1, j * sockets // max(1, n))
+
+
 def from_manifest(node_dir: str, node: str, profile: Any, manifest: dict[str, Any]) -> NodeModel:
     """The model of a rendered tree from its ``state/manifest.json`` (the renderer's contract)."""
     cpu: dict[str, Any] = getattr(profile, "cpu", {}) if profile is not None else {}
@@ -342,7 +352,7 @@ def from_manifest(node_dir: str, node: str, profile: Any, manifest: dict[str, An
     sockets = int(cpu.get("sockets", 0) or 0) or max(1, sum(1 for c in comps if c.startswith("pkg")))
     params = _cpu_params(profile, sockets)
     policies = sorted(set(policies), key=lambda p: int(p[6:]) if p[6:].isdigit() else 0)
-    pol_pkg = {pol: j * sockets // max(1, len(policies)) for j, pol in enumerate(policies)}
+    pol_pkg = {pol: _socket_of(pol, j, len(policies), sockets, cpu) for j, pol in enumerate(policies)}
     packages = [PackageModel(i, params, None, [p for p in policies if pol_pkg[p] == i]) for i in range(sockets)]
     for c in counters:
         if c.kind == "freq_khz" and c.component in pol_pkg:

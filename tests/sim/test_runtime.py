@@ -288,3 +288,26 @@ def test_cap_and_persistence_through_the_fake_nvidia_smi(tmp_path: Path) -> None
     assert read_nvml_state(str(root / "h100-0"))["gpus"][0]["power"]["limitMw"] == 700_000
     names = [json.loads(x)["name"] for x in (root / "events.jsonl").read_text().splitlines()]
     assert names == ["joulie.sim.cap.reset"]
+
+
+def test_cpufreq_policies_belong_to_their_socket(tmp_path: Path) -> None:
+    from joulectl.sim import layout
+    from joulectl.sim.profiles import ProfileSet
+
+    spec = write_spec(tmp_path, "  - {name: intel, profile: intel-xeon-2s-rapl, count: 1}")
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    model = layout.model_for(str(root / "intel-0"), "intel-0", ProfileSet().get("intel-xeon-2s-rapl"))
+    # 2 sockets x 32 cores x 2 threads: CPUs 0-31 and 64-95 are socket 0 (Linux numbering).
+    pkg0, pkg1 = (set(p.policies) for p in model.packages)
+    assert pkg0 == {f"policy{i}" for i in [*range(0, 32), *range(64, 96)]}
+    assert pkg1 == {f"policy{i}" for i in [*range(32, 64), *range(96, 128)]}
+    # Lowering every socket-1 policy's maximum frequency lowers socket 1's power only.
+    manifest = json.loads((root / "intel-0" / "state" / "manifest.json").read_text())
+    for w in manifest["writable"]:
+        if w["kind"] == "cpufreq_max" and w["component"] in pkg1:
+            (root / "intel-0" / w["path"]).write_text("1200000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    led = lg.load(str(root / "intel-0"))
+    assert led is not None
+    assert led.state["P.pkg1"] < led.state["P.pkg0"]
