@@ -181,7 +181,7 @@ def register(app: typer.Typer) -> None:
         """Plan a cluster: which nodes stay at performance, their caps, and their NodeTwin objects."""
         from joulectl.planning import load_cluster
         from joulectl.planning import plan as run_plan
-        from joulectl.render import emit
+        from joulectl.render import emit, warn
 
         fmt = check_format(output, ("table", "json", "yaml"))
         options = options_from_flags(
@@ -195,6 +195,8 @@ def register(app: typer.Typer) -> None:
         cluster = load_cluster(spec=spec, nodes=nodes, hardware=hardware or (), pods=pods, telemetry=telemetry,
                                profiles_dir=profiles_dir)
         result = run_plan(cluster, options)
+        for line in result.warnings:
+            warn(line)
         if fmt == "json":
             import sys
 

@@ -36,6 +36,9 @@ class PlanResult:
     nodes: list[dict[str, Any]]
     ineligible: list[tuple[str, str]]
     summary: dict[str, Any] = field(default_factory=dict)
+    #: things the input leaves doubtful (for stderr): no pods for queue-aware, telemetry or
+    #: NodeHardware naming no planned node
+    warnings: list[str] = field(default_factory=list)
 
 
 def _selector_miss(facts: NodeFacts, selector: Mapping[str, str | None] | None) -> str | None:
@@ -251,7 +254,28 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
         rows.append(row)
 
     summary = _summary(planned, ineligible, options, sized_count, hp, demand, len(cluster.nodes))
-    return PlanResult(twins=twins, nodes=rows, ineligible=ineligible, summary=summary)
+    return PlanResult(twins=twins, nodes=rows, ineligible=ineligible, summary=summary,
+                      warnings=_warnings(cluster, options, planned))
+
+
+def _some(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _warnings(cluster: ClusterInput, options: PlanOptions, planned: list[_Planned]) -> list[str]:
+    out: list[str] = []
+    if options.policy == "queue-aware" and not cluster.pods:
+        out.append("queue-aware without pods (--pods): the demand is 0, so the base fraction sizes the plan")
+    node_names = {str((n.get("metadata") or {}).get("name") or "") for n in cluster.nodes}
+    unknown_hw = sorted(set(cluster.hardware) - node_names)
+    if unknown_hw:
+        out.append(f"NodeHardware for {len(unknown_hw)} node(s) not in the node list ignored: {_some(unknown_hw)}")
+    if cluster.telemetry_given and planned:
+        planned_names = {p.facts.name for p in planned}
+        if not planned_names & set(cluster.telemetry):
+            out.append(f"the telemetry names none of the planned nodes (it names {_some(sorted(cluster.telemetry))})")
+    return out
 
 
 def _copy_gpu(gpu: Mapping[str, Any]) -> dict[str, Any]:

@@ -286,3 +286,17 @@ def test_identical_nodes_share_no_objects_in_yaml(cli: Callable[..., Any], tmp_p
     assert "&id" not in r.stdout and "*id" not in r.stdout  # PyYAML prints anchors for shared dicts
     docs = list(yaml.safe_load_all(r.stdout))
     assert [d["spec"]["profile"] for d in docs] == ["performance", "performance", "eco", "eco"]
+
+
+def test_warnings_on_stderr(cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    prom = _write(tmp_path, "t.prom", 'joulie_sim_node_power_watts{node="elsewhere-1"} 10\n')
+    hw = _write(tmp_path, "hw.yaml", "kind: NodeHardware\nmetadata: {name: ghost}\nspec: {nodeName: ghost}\n")
+    r = cli("plan", "--nodes", nodes_file, "--policy", "queue-aware", "--telemetry", prom, "--hardware", hw,
+            "-o", "json")
+    assert r.exit_code == 0
+    assert r.stderr.splitlines() == [
+        "joulectl: warning: queue-aware without pods (--pods): the demand is 0, so the base fraction sizes the plan",
+        "joulectl: warning: NodeHardware for 1 node(s) not in the node list ignored: ghost",
+        "joulectl: warning: the telemetry names none of the planned nodes (it names elsewhere-1)",
+    ]
+    assert len(json.loads(r.stdout)["items"]) == 4
