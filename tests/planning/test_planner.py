@@ -9,6 +9,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from joulectl.errors import InputError
 from joulectl.k8s import iter_pods
@@ -336,3 +338,47 @@ def test_garbage_collector_is_restored(kube: SimpleNamespace) -> None:
         assert not gc.isenabled()  # left as the caller had it
     finally:
         gc.enable()
+
+
+
+KINDS = [
+    ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}, {"nvidia.com/gpu": "8"}),
+    ({"amd.com/gpu.product": "AMD_Instinct_MI300X"}, {"amd.com/gpu": "8"}),
+    ({"gpu.intel.com/product": "Flex_170"}, {"gpu.intel.com/xe": "4"}),
+    ({"joulie.io/hw.cpu-model": "AMD EPYC 9654"}, {}),
+    ({}, {}),
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    fleet=st.lists(st.tuples(st.integers(0, len(KINDS) - 1), st.booleans(), st.booleans()), min_size=1, max_size=25),
+    fraction=st.floats(0, 1),
+    absolute=st.booleans(),
+)
+def test_plan_invariants(
+    kube: SimpleNamespace,
+    nodetwin_schema: dict[str, Any],
+    fleet: list[tuple[int, bool, bool]],
+    fraction: float,
+    absolute: bool,
+) -> None:
+    """Random fleets: the performance count is round(n·F) raised to the family count, every family
+    keeps a performance node, reserved and cordoned nodes get no twin, every twin validates."""
+    from joulectl.planning.policy import static_count
+
+    nodes = []
+    for i, (kind, reserved, cordoned) in enumerate(fleet):
+        labels, resources = KINDS[kind]
+        extra = {"joulie.io/reserved": "true"} if reserved else {}
+        nodes.append(kube.node(f"n{i:02d}", {**labels, **extra}, resources, unschedulable=cordoned))
+    result = plan(ClusterInput(nodes=nodes), PlanOptions(performance_fraction=fraction, absolute_caps=absolute),
+                  now=NOW)
+    planned = [n for n, (_, reserved, cordoned) in zip(nodes, fleet, strict=True) if not reserved and not cordoned]
+    assert len(result.twins) == len(planned) and len(result.ineligible) == len(nodes) - len(planned)
+    families = {r["family"] for r in result.nodes}
+    perf_families = {r["family"] for r in result.nodes if r["profile"] == "performance"}
+    n = len(planned)
+    assert result.summary["performance"] == min(max(static_count(n, fraction), len(families)), n)
+    assert perf_families == families
+    validate_all(result.twins, nodetwin_schema)
