@@ -17,6 +17,8 @@ import pytest
 
 from joulectl.backends.gov_nvidia import parse_supported_clocks
 
+pytestmark = pytest.mark.slow
+
 SPEC = """\
 apiVersion: sim.joulie.io/v1alpha1
 kind: ClusterSpec
