@@ -245,3 +245,24 @@ def test_set_caps_readback_differs_or_unknown(root: Path, trees: ModuleType) -> 
         Status.ERROR, 400, "0000:18:00.0: read back 400 W after writing 420 W")
     assert (out[1].status, out[1].message) == (
         Status.APPLIED_UNVERIFIED, "written, readback: power.limit of 0000:2a:00.0 is unknown")
+
+
+def test_power_management_not_supported(root: Path, trees: ModuleType) -> None:
+    xml = trees.smi_gpu_xml(trees.H100_BUSES[0], 0, schema="legacy", product="Tesla T4", architecture="Turing",
+                            limit="70.00 W", default="70.00 W", min_limit="60.00 W", max_limit="70.00 W")
+    xml = xml.replace("<power_management>Supported</power_management>",
+                      "<power_management>[Not Supported]</power_management>")
+    (g,) = nvidia.parse_smi_xml(trees.smi_document([xml], schema="legacy"))
+    assert g.control.available is False
+    assert g.control.reason == "power management is not supported on this GPU"
+    assert g.architecture == "turing"
+
+
+def test_gpu_without_power_readings_or_bus_attribute(trees: ModuleType) -> None:
+    doc = ('<?xml version="1.0" ?>\n<nvidia_smi_log>\n<gpu>\n<product_name>NVIDIA A40</product_name>\n'
+           "<pci><pci_bus_id>00000000:3B:00.0</pci_bus_id></pci>\n<supported_clocks>N/A</supported_clocks>\n"
+           "</gpu>\n</nvidia_smi_log>\n")
+    (g,) = nvidia.parse_smi_xml(doc)
+    assert g.bus_id == "0000:3b:00.0"
+    assert g.warnings == ["no power readings in nvidia-smi -q -x"]
+    assert g.supported_clocks is None and g.control.available is False

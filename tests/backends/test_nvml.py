@@ -200,3 +200,17 @@ def test_set_caps_nvml_unavailable_when_forced(root: Path, trees: ModuleType, mo
     mocks["init"].side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
     out = nvidia.set_caps(host, [(gpu, 420.0)])
     assert (out[0].status, out[0].message) == (Status.ERROR, "NVML: nvmlInit failed: Driver Not Loaded")
+
+
+def test_gpu_that_cannot_be_opened_is_listed_with_reason(root: Path, mocker: MockerFixture) -> None:
+    mocks = install(mocker, [Board("00000000:18:00.0"), Board("00000000:2A:00.0")])
+
+    def by_index(i: int) -> str:
+        if i == 1:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return f"h{i}"
+
+    mocks["by_index"].side_effect = by_index
+    gpus = nvidia.discover(Host(str(root), env=NVML_ENV))
+    assert [g.bus_id for g in gpus] == ["0000:18:00.0", "nvidia-index-1"]
+    assert gpus[1].control.reason == "GPU 1 cannot be opened: nvmlDeviceGetHandleByIndex: GPU is lost"
