@@ -9,10 +9,10 @@ collapsed). GPU feature discovery's product suffixes (``-MIG-<profile>``, ``-MIG
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 _GFD_SUFFIX = re.compile(r"(?:-MIG-[^\s]*|-SHARED)+$", re.IGNORECASE)
@@ -101,7 +101,9 @@ def _index(entries: dict[str, Any]) -> dict[str, str]:
 @lru_cache(maxsize=1)
 def load() -> Catalog:
     """The shipped catalog (``hardware.json``), parsed once per process."""
-    raw = json.loads(resources.files(__package__).joinpath("hardware.json").read_text("utf-8"))
+    # Read beside this module (not through importlib.resources, whose import costs discover's start-up).
+    with open(os.path.join(os.path.dirname(__file__), "hardware.json"), encoding="utf-8") as fh:
+        raw = json.load(fh)
     gpus = {
         g["key"]: GpuEntry(
             key=g["key"],
