@@ -60,3 +60,65 @@ def assert_input_error(code: int, stderr: str, *fragments: str) -> None:
     line = next(ln for ln in stderr.splitlines() if ln.startswith("joulectl: error:"))
     for fragment in fragments:
         assert fragment in line, (fragment, line)
+
+
+# -- a fake of the kernel: a Host that fails chosen reads and writes ------------------------------
+
+import fnmatch  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+from joulectl.host import Host, HostIOError  # noqa: E402
+
+
+@dataclass
+class Fault:
+    """Fail reads and/or writes of host files whose resolved path matches the glob ``pattern``."""
+
+    pattern: str
+    errno: int | None = None
+    on_read: bool = False
+    on_write: bool = False
+    #: instead of an errno: what a read returns after a write (a readback that differs)
+    readback: Callable[[str], str] | None = None
+    #: delete the file when it is first written (hot unplug between discovery and write)
+    vanish: bool = False
+    hits: int = 0
+
+
+class FaultHost(Host):
+    """A Host whose kernel fails chosen attribute reads/writes with an errno (see :class:`Fault`)."""
+
+    faults: list[Fault]
+
+    def _fault(self, host_path: str) -> Fault | None:
+        try:
+            real = os.path.realpath(self.path(host_path))
+        except Exception:
+            return None
+        faults: list[Fault] = getattr(self, "faults", [])
+        for fault in faults:
+            if fnmatch.fnmatchcase(real, fault.pattern):
+                return fault
+        return None
+
+    def read(self, host_path: str, *, limit: int = 1 << 20) -> str:
+        fault = self._fault(host_path)
+        if fault is not None and fault.on_read and fault.errno is not None:
+            fault.hits += 1
+            raise HostIOError(fault.errno, host_path)
+        text = super().read(host_path, limit=limit)
+        if fault is not None and fault.readback is not None and fault.hits:
+            return fault.readback(text)
+        return text
+
+    def write(self, host_path: str, value: str) -> None:
+        fault = self._fault(host_path)
+        if fault is not None and fault.on_write:
+            fault.hits += 1
+            if fault.vanish:
+                os.unlink(os.path.realpath(self.path(host_path)))
+            elif fault.errno is not None:
+                raise HostIOError(fault.errno, host_path)
+        super().write(host_path, value)
+        if fault is not None and fault.readback is not None:
+            fault.hits += 1
