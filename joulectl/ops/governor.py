@@ -274,7 +274,7 @@ def _nv_set(
         cmds = ", ".join(f"lock {d} {w.describe()}" if w else f"undo joulectl's {d} lock" for d, w in steps)
         return _result(dev, Status.PLANNED, f"would {cmds} via {ctx.transport.name}", preset=preset,
                        before=before, after=target)
-    written: list[str] = []
+    wrote = False
     for domain, want in steps:
         if want is None:
             status, msg = _nv_restore(ctx, journal, dev, domain)
@@ -287,11 +287,14 @@ def _nv_set(
         if out.status in OK_STATUSES:
             journal.record(bus, NV_SETTINGS[domain], _operator_lock(dev, domain), want.text(),
                            vendor=dev.vendor, model=dev.model, command=COMMAND)
-            written.append(domain)
+            wrote = True
             continue
+        notes = [out.message]
+        if out.status != Status.UNSUPPORTED and not wrote:
+            # refused or failed before anything changed: what was in force stays in force
+            return _result(dev, out.status, out.message, preset=preset, before=before, after=before)
         # The preset cannot be put in force: record no lock, and undo every lock joulectl holds
         # on this GPU (the -lgc of low when its -lmc is refused).
-        notes = [out.message]
         for d in ("graphics", "memory"):
             if journal.set_by_joulectl(bus, NV_SETTINGS[d]):
                 st, m = _nv_restore(ctx, journal, dev, d)

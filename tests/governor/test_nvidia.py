@@ -395,3 +395,17 @@ def test_locks_from_an_earlier_boot_are_set_again(tmp_path: Path) -> None:
     assert r.status == Status.APPLIED_UNVERIFIED
     assert _calls(root) == [["-i", bus(0), "-lgc", "1980,1980"]] * 2
     assert journal.current(bus(0), "governorPreset")["bootId"] == "99999999-2222-3333-4444-555555555555"
+
+
+def test_refused_leaves_joulectl_locks_in_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _root(tmp_path, [H100_TABLE])
+    host, journal = Host(str(root)), Journal()
+    inv = inventory([nvidia_gpu(0)])
+    gov.apply_preset(host, inv, journal, "efficient")
+    monkeypatch.setenv("HWEMU_UNPRIVILEGED", "1")
+    r = gov.apply_preset(host, inv, journal, "peak")[0]
+    assert (r.status, r.message, r.after) == (Status.REFUSED, "graphics clock lock: insufficient permissions",
+                                              "graphics 345-1485 MHz")
+    assert _calls(root)[-1] == ["-i", bus(0), "-lgc", "1980,1980"]  # no reset attempted
+    assert journal.current(bus(0), "gpuLockedClocks") == "345,1485"
+    assert journal.current(bus(0), "governorPreset")["preset"] == "efficient"
