@@ -539,11 +539,11 @@ def resolve_target(
     max_w: float | None,
     restore_to: float | None = None,
 ) -> tuple[float | None, str | None]:
-    """The target in whole watts for one device, or ``(None, why blocked)``.
+    """The target in whole watts for one device and, when it cannot be set, why (blocked).
 
     ``pct``: ``max(pct/100 × max, min)`` rounded half away from zero (never below ``min`` nor
     above ``max``). ``watts``: rounded to whole watts. ``restore``: ``restore_to``. A target
-    outside ``[min, max]`` is blocked with the range in the message.
+    outside ``[min, max]`` is returned with the message naming the range.
     """
     if setting.restore:
         if restore_to is None:
@@ -564,9 +564,9 @@ def resolve_target(
         assert setting.watts is not None
         target = float(round_half_away(setting.watts))
     if min_w is not None and target < min_w - SAME_W:
-        return None, f"{_fmt_w(target)} W is below the minimum {_fmt_w(min_w)} W (range {_range_text(min_w, max_w)})"
+        return target, f"{_fmt_w(target)} W is below the minimum {_fmt_w(min_w)} W (range {_range_text(min_w, max_w)})"
     if max_w is not None and target > max_w + SAME_W:
-        return None, f"{_fmt_w(target)} W is above the maximum {_fmt_w(max_w)} W (range {_range_text(min_w, max_w)})"
+        return target, f"{_fmt_w(target)} W is above the maximum {_fmt_w(max_w)} W (range {_range_text(min_w, max_w)})"
     return target, None
 
 
@@ -837,7 +837,7 @@ def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory,
                 pending.append(_Pending(row, dev, dev.vendor))
     if req.cpu is not None:
         for zone in zones:
-            row, needs = _plan_zone(zone, req.cpu, journal, inv.cpu.model)
+            row, needs = _plan_zone(zone, req.cpu, journal, inv.cpu.raw_model or inv.cpu.model)
             report.results.append(row)
             if needs:
                 pending.append(_Pending(row, zone, "cpu"))

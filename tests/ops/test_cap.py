@@ -187,9 +187,9 @@ def test_resolve_target(setting: CapSetting, min_w: float | None, max_w: float, 
 
 def test_resolve_target_out_of_range_names_the_range() -> None:
     assert resolve_target(CapSetting(watts=800), 200, 700) == (
-        None, "800 W is above the maximum 700 W (range 200–700 W)")
+        800, "800 W is above the maximum 700 W (range 200–700 W)")
     assert resolve_target(CapSetting(watts=150), 200, 700) == (
-        None, "150 W is below the minimum 200 W (range 200–700 W)")
+        150, "150 W is below the minimum 200 W (range 200–700 W)")
     assert resolve_target(CapSetting(pct=50), 1, None)[1] == (
         "the maximum power limit is unknown; a percentage cannot be resolved")
 
