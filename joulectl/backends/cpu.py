@@ -193,11 +193,21 @@ def read_policies(host: Host) -> list[CpufreqPolicy]:
     driver: str | None = None
     governors: list[str] = []
     epps_by_governor: dict[str | None, list[str]] = {}
+    # The driver defines which attributes a policy has: files missing from the first policy
+    # (base_frequency on amd-pstate, EPP without HWP) are not looked for in the others.
+    leaves = set(host.listdir(f"{CPUFREQ}/{names[0]}")) if names else set()
     for i, name in enumerate(names):
         p = f"{CPUFREQ}/{name}"
 
         def attr(leaf: str, base: str = p) -> str | None:
+            if leaves and leaf not in leaves:
+                return None
             return host.read_attr(f"{base}/{leaf}").value or None
+
+        def num(leaf: str, base: str = p) -> int | None:
+            if leaves and leaf not in leaves:
+                return None
+            return host.read_int(f"{base}/{leaf}")
 
         if i == 0:
             driver = attr("scaling_driver")
@@ -215,10 +225,10 @@ def read_policies(host: Host) -> list[CpufreqPolicy]:
                 available_governors=list(governors),
                 epp=attr("energy_performance_preference"),
                 available_epp=list(epps_by_governor[governor]),
-                min_khz=host.read_int(f"{p}/cpuinfo_min_freq"),
-                max_khz=host.read_int(f"{p}/cpuinfo_max_freq"),
-                base_khz=host.read_int(f"{p}/base_frequency"),
-                cur_khz=host.read_int(f"{p}/scaling_cur_freq"),
+                min_khz=num("cpuinfo_min_freq"),
+                max_khz=num("cpuinfo_max_freq"),
+                base_khz=num("base_frequency"),
+                cur_khz=num("scaling_cur_freq"),
             )
         )
     return out
