@@ -397,3 +397,71 @@ def test_fast_params_coerce_like_typer(capsys: pytest.CaptureFixture[str]) -> No
     assert _plain_type(list[int] | None) == (int, True)
     assert _plain_type(str | int) is None
     assert _plain_type(dict[str, str]) is None
+
+
+# -- round trip: trees rendered by `joulectl simulate render` -------------------------------------
+
+ROUND_TRIP_SPEC = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: discover-round-trip}
+spec:
+  pools:
+  - {name: vm, profile: vm-no-powercap, count: 1}
+  - {name: epyc, profile: amd-epyc-2s-energy-only, count: 1}
+  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}
+  - {name: l40s, profile: nvidia-l40s-4gpu, count: 1}
+  - {name: mi300x, profile: amd-instinct-mi300x-8gpu, count: 1}
+  - {name: mi250x, profile: amd-instinct-mi250x-4gpu, count: 1}
+  - {name: w7900, profile: amd-radeon-pro-w7900, count: 1}
+  - {name: flex, profile: intel-flex-170-4gpu, count: 1}
+  - {name: flexxe, profile: intel-flex-170-4gpu, count: 1, overrides: {gpus: {intel: {driver: xe}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from joulectl.cli import run
+
+    base = tmp_path_factory.mktemp("rendered")
+    spec = base / "cluster.yaml"
+    spec.write_text(ROUND_TRIP_SPEC)
+    assert run(["simulate", "render", str(spec), "--root", str(base / "sim")]) == 0
+    return base / "sim"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("node", "count", "domains", "model", "driver"),
+    [
+        ("vm-0", 0, 0, None, None),
+        ("epyc-0", 0, 0, None, None),
+        ("h100-0", 8, 8, "NVIDIA_H100_SXM", "nvidia"),
+        ("l40s-0", 4, 4, "NVIDIA_L40S", "nvidia"),
+        ("mi300x-0", 8, 8, "AMD_INSTINCT_MI300X", "amdgpu"),
+        ("mi250x-0", 8, 4, "AMD_INSTINCT_MI250X", "amdgpu"),
+        ("w7900-0", 1, 1, "AMD_RADEON_PRO_W7900", "amdgpu"),
+        ("flex-0", 4, 4, "INTEL_DATA_CENTER_GPU_FLEX_170", "i915"),
+        ("flexxe-0", 4, 4, "INTEL_DATA_CENTER_GPU_FLEX_170", "xe"),
+    ],
+)
+def test_round_trip_on_rendered_nodes(
+    cli: Cli, rendered: Path, node: str, count: int, domains: int, model: str | None, driver: str | None
+) -> None:
+    r = cli("--root", rendered / node, "discover", "-o", "json")
+    assert (r.exit_code, r.stderr) == (0, "")
+    obj = json.loads(r.stdout)
+    validate(obj)
+    assert obj["spec"]["nodeName"] == node  # the rendered node names itself
+    gpu = obj["status"]["gpu"]
+    assert (gpu["count"], gpu["powerDomains"], gpu.get("model")) == (count, domains, model)
+    assert {d["driver"] for d in gpu["devices"]} == ({driver} if driver else set())
+    holders = [d for d in gpu["devices"] if d["holdsLimit"]]
+    assert all(d["control"]["available"] and d["currentCapWatts"] > 0 for d in holders)
+    cpu = obj["status"]["cpu"]
+    if node == "vm-0":
+        assert cpu["controlReason"].startswith("nothing can be capped")
+    elif cpu["vendor"] == "AuthenticAMD":
+        assert cpu["controlReason"] == "the package zones are energy-only (no long_term power limit constraint)"
+    else:
+        assert cpu["controlAvailable"] is True
