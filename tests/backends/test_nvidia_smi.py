@@ -266,3 +266,24 @@ def test_gpu_without_power_readings_or_bus_attribute(trees: ModuleType) -> None:
     assert g.bus_id == "0000:3b:00.0"
     assert g.warnings == ["no power readings in nvidia-smi -q -x"]
     assert g.supported_clocks is None and g.control.available is False
+
+
+@pytest.mark.slow
+def test_set_caps_round_trip_with_the_simulators_nvidia_smi(tmp_path: Path) -> None:
+    from joulectl.cli import run
+
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: rt}\nspec:\n"
+                    "  pools:\n  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n")
+    assert run(["simulate", "render", str(spec), "--root", str(tmp_path / "sim")]) == 0
+    host = smi_host(tmp_path / "sim" / "h100-0")
+    gpus = nvidia.discover(host)
+    assert len(gpus) == 8 and host.tool_calls == [("nvidia-smi", "-q", "-x")]
+    host.tool_calls.clear()
+    out = nvidia.set_caps(host, [(gpus[0], 420.0), (gpus[1], 420.0), (gpus[2], 500.0), (gpus[3], 900.0)])
+    assert [(o.status, o.after_w) for o in out[:3]] == [(Status.APPLIED, 420), (Status.APPLIED, 420),
+                                                        (Status.APPLIED, 500)]
+    assert (out[3].status, out[3].message) == (
+        Status.BLOCKED, "nvidia-smi: 900 W is not a valid power limit (range 200.00-700.00 W)")
+    assert len(host.tool_calls) == 4  # one -pl per distinct value, one readback
+    assert [g.current_cap_w for g in nvidia.discover(host)[:4]] == [420, 420, 500, 700]
