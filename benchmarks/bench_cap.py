@@ -37,8 +37,13 @@ spec:
 NODES = {"nvidia 8x H100 SXM": "h100-0", "amd 8x MI300X": "mi300x-0"}
 
 
+#: Bytecode cached in a private prefix, as an installed package runs (the checkout's sources change
+#: under parallel work, which would otherwise recompile them on every start).
+PYCACHE = tempfile.mkdtemp(prefix="bench-cap-pycache-")
+
+
 def _joulectl(*args: str) -> float:
-    env = dict(os.environ, NO_COLOR="1")
+    env = dict(os.environ, NO_COLOR="1", PYTHONPYCACHEPREFIX=PYCACHE)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "joulectl", *args], capture_output=True, env=env, check=False)
     elapsed = time.perf_counter() - start
@@ -89,9 +94,10 @@ def main() -> None:
         detail = ", ".join(f"{k}: {n}" for k, n in kinds.items()) or "none"
         print(f"{label:<20} {v:>11.3f} {c:>8.3f} {c / v:>6.2f}  {len(calls)} ({detail}); "
               f"{statuses.count('applied')}/{len(statuses)} applied")
-    if not args.keep:
-        import shutil
+    import shutil
 
+    shutil.rmtree(PYCACHE, ignore_errors=True)
+    if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
 
