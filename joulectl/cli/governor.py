@@ -12,7 +12,9 @@ _FORMATS = ("table", "json", "yaml")
 _PRESETS = "JSON map of per-model sustained clocks, e.g. {\"NVIDIA H100 80GB HBM3\": {\"graphicsMHz\": 1755}}."
 Gpu = Annotated[bool, typer.Option("--gpu", help="GPUs only.")]
 Cpu = Annotated[bool, typer.Option("--cpu", help="CPU cpufreq policies only.")]
-ModelPresets = Annotated[str | None, typer.Option("--model-presets", metavar="FILE", help=_PRESETS)]
+ModelPresets = Annotated[
+    str | None, typer.Option("--model-presets", "--governor-model-presets", metavar="FILE", help=_PRESETS)
+]
 
 
 def _finish(report: object, fmt: str, warnings: list[str]) -> None:
