@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from joulectl.host import Host
-from joulectl.models import Control, CpuInventory, GpuDevice, HostInfo, NodeInventory, PowerRange
+from joulectl.models import Control, CpuInventory, GpuDevice, HostInfo, NodeInventory, PowercapZone, PowerRange
 
 API_VERSION = "joulie.io/v1alpha1"
 VENDOR_ORDER = ("nvidia", "amd", "intel")
@@ -175,6 +175,12 @@ def _device(d: GpuDevice) -> dict[str, Any]:
     }
 
 
+def _pl1_locked(z: PowercapZone) -> bool:
+    """A package PL1 locked by firmware. Other zones (dram) are often simply disabled
+    (``enabled`` 0) and their limit is not what joulectl caps, so they are never called locked."""
+    return z.kind == "package" and z.locked
+
+
 def _exactness(key: str | None, raw: str | None) -> str:
     return "exact" if key else ("proxy" if raw else "generic")
 
@@ -200,7 +206,7 @@ def _cpu_status(c: CpuInventory) -> dict[str, Any]:
             "kind": z.kind,
             "socket": z.socket,
             "enabled": z.enabled,
-            "locked": z.locked,
+            "locked": _pl1_locked(z),
             "energyReadable": z.energy_readable,
             "energyReason": z.energy_reason,
             "maxEnergyRangeUj": z.max_energy_range_uj,
@@ -405,7 +411,7 @@ def table_text(inv: NodeInventory) -> str:
         for z in cpu.zones:
             energy = "readable" if z.energy_readable else f"no ({z.energy_reason})"
             enabled = "-" if z.enabled is None else ("yes" if z.enabled else "no")
-            head = [z.zone_id, z.name, enabled + (" (locked)" if z.locked else ""), energy]
+            head = [z.zone_id, z.name, enabled + (" (locked)" if _pl1_locked(z) else ""), energy]
             if not z.constraints:
                 rows.append([*head, "-", "-", "-", "-", "-"])
             for i, k in enumerate(z.constraints):
@@ -502,8 +508,8 @@ def prometheus_text(inv: NodeInventory) -> str:
         if z.energy_uj is not None:
             m.add("powercap_energy_joules_total", "counter", "Powercap zone energy counter (wraps).", labels,
                   z.energy_uj / 1_000_000)
-        m.add("powercap_locked", "gauge", "1 when the zone's PL1 is locked by firmware.", labels,
-              int(z.locked) if z.long_term else None)
+        m.add("powercap_locked", "gauge", "1 when the package zone's PL1 is locked by firmware.", labels,
+              int(_pl1_locked(z)) if z.kind == "package" and z.long_term else None)
         for k in z.constraints:
             cl = {**labels, "constraint": k.name or str(k.index)}
             m.add("powercap_limit_watts", "gauge", "Powercap constraint power limit.", cl, k.limit_w)

@@ -157,6 +157,7 @@ def test_hostname_falls_back_to_etc_hostname(cli: Cli, root: Path) -> None:
 
 def test_intel_host_cpu_block(cli: Cli, root: Path) -> None:
     trees.intel_2s_host(root)
+    (root / "sys/class/powercap/intel-rapl:0:0/enabled").write_text("0\n")  # a disabled dram limit
     obj = json.loads(cli("--root", root, "discover", "-o", "json").stdout)
     validate(obj)
     c = obj["status"]["cpu"]
@@ -168,6 +169,7 @@ def test_intel_host_cpu_block(cli: Cli, root: Path) -> None:
     assert c["governor"]["current"] == ["powersave"] and c["governor"]["epp"] == ["balance_performance"]
     zones = {z["id"]: z for z in c["zones"]}
     assert zones["intel-rapl:1"]["locked"] is True and zones["intel-rapl:1"]["enabled"] is False
+    assert zones["intel-rapl:0:0"]["locked"] is False and zones["intel-rapl:0:0"]["enabled"] is False
     assert zones["intel-rapl:2"]["kind"] == "psys"
     assert zones["intel-rapl:0"]["constraints"][0] == {
         "index": 0, "name": "long_term", "limitWatts": 350, "minWatts": 150, "maxWatts": 350,
