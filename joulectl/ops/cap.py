@@ -412,14 +412,13 @@ class CapReport:
             for r in failed:
                 counts[r.status.value] = counts.get(r.status.value, 0) + 1
             parts = [f"{n} {s}" for s, n in counts.items()]
+            text = f"{len(rows) - len(failed)} of {len(rows)} targets done; " + ", ".join(parts)
+            if failed:
+                text += " (see MESSAGE)"
             if self.journal_error:
-                parts.append(f"journal not saved: {self.journal_error}")
+                text += ("; " if failed else "") + f"journal not saved: {self.journal_error}"
             hint = PRIVILEGE_HINT if "refused" in counts else None
-            return PartialError(
-                f"{len(rows) - len(failed)} of {len(rows)} targets done; " + ", ".join(parts)
-                + " (see MESSAGE)",
-                hint=hint,
-            )
+            return PartialError(text, hint=hint)
         return None
 
     @property

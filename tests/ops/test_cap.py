@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from joulectl.backends.base import WriteOutcome, status_for_errno
-from joulectl.errors import ExitCode, InputError, LockBusyError, NoDeviceError
+from joulectl.errors import ExitCode, InputError, JoulectlError, LockBusyError, NoDeviceError
 from joulectl.host import Host
 from joulectl.models import (
     Control,
@@ -679,3 +679,38 @@ def test_governor_the_node_cannot_take_blocks_only_the_governor(host: Host, tmp_
     assert g.message == "preset 'efficient' is not available on this node (available: auto)"
     assert report.exit_code == ExitCode.PARTIAL
     assert journal_of(host)["devices"]["0000:10:00.0"]["current"] == {"capWatts": 300}
+
+
+def test_journal_that_cannot_be_saved_is_partial_and_says_so(tmp_path: Path) -> None:
+    class FullDisk(Host):
+        def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    root = tmp_path / "root"
+    root.mkdir()
+    host = FullDisk(str(root))
+    node = Node([gpu(0)])
+    report = run(host, node, pct=60)
+    assert report.results[0].status is Status.APPLIED  # the cap is in force ...
+    err = report.error()  # ... but not journaled, and the run says so
+    assert err is not None and err.exit_code == ExitCode.PARTIAL
+    assert str(err) == ("1 of 1 targets done; journal not saved: /var/lib/joulectl/state.json: "
+                        "No space left on device")
+
+
+def test_unreadable_journal_stops_before_any_write(host: Host) -> None:
+    Path(host.path(journal_mod.JOURNAL_PATH)).mkdir(parents=True)  # a directory where the file belongs
+    node = Node([gpu(0)])
+    with pytest.raises(JoulectlError) as exc:
+        run(host, node, pct=60)
+    assert str(exc.value) == "cannot read the journal /var/lib/joulectl/state.json: Is a directory"
+    assert exc.value.exit_code == ExitCode.INTERNAL
+    assert node.writer.calls == []
+
+
+def test_bad_model_presets_file_is_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "presets.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(InputError) as exc:
+        build_request(pct=60, model_presets_file=str(bad))
+    assert str(exc.value) == f"{bad}: expected a JSON object, found list"
