@@ -26,13 +26,16 @@ def register(app: typer.Typer) -> None:
         output: _Output = "table",
         watch: Annotated[
             float | None,
-            typer.Option("--watch", help="Redraw a table of power draw and caps every SECONDS.", min=0.1),
+            typer.Option(
+                "--watch", metavar="SECONDS", help="Redraw a table of power draw and caps every SECONDS.", min=0.1
+            ),
         ] = None,
         count: Annotated[
-            int | None, typer.Option("--count", help="With --watch: stop after N refreshes.", min=1)
+            int | None, typer.Option("--count", metavar="N", help="With --watch: stop after N refreshes.", min=1)
         ] = None,
         node_name: Annotated[
-            str | None, typer.Option("--node-name", help="Node name to report (default: the host name).")
+            str | None,
+            typer.Option("--node-name", metavar="NAME", help="Node name to report (default: the host name)."),
         ] = None,
     ) -> None:
         """Inventory of the node's CPUs and GPUs (reads only; -o yaml gives a NodeHardware object)."""
