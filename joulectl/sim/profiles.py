@@ -176,6 +176,7 @@ class Profile:
     boards: list[dict[str, Any]] = field(default_factory=list)
     board_system: dict[str, Any] = field(default_factory=dict)
     builtin: bool = True
+    _hash: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def cpu(self) -> dict[str, Any]:
@@ -202,9 +203,12 @@ class Profile:
 
     def profile_hash(self) -> str:
         """A stable hash of the resolved values (boards included): what a tree was rendered from."""
+        if self._hash is not None:
+            return self._hash
         doc = {"data": self.data, "boards": self.boards, "system": self.board_system}
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        self._hash = hashlib.sha256(text.encode()).hexdigest()[:16]
+        return self._hash
 
     def with_overrides(self, overrides: dict[str, Any], *, file: str, field_path: str) -> Profile:
         """A copy with a pool's ``overrides`` merged in (validated against :data:`SCHEMA`)."""

@@ -70,6 +70,7 @@ class Template:
     nvml: dict[str, Any] | None = None
     #: directory -> {entry name: kind} ("d", "f", "l"), for resume checks
     expected: dict[str, dict[str, str]] = field(default_factory=dict)
+    _lookup: tuple[dict[str, tuple[bytes, int]], dict[str, str], dict[str, str]] | None = None
 
     def d(self, path: str) -> None:
         self.dirs.append(path)
@@ -91,6 +92,13 @@ class Template:
 
     def c(self, path: str, kind: str, component: str, **extra: Any) -> None:
         self.counters.append({"path": path, "kind": kind, "component": component, **extra})
+
+    def lookup(self) -> tuple[dict[str, tuple[bytes, int]], dict[str, str], dict[str, str]]:
+        """(files, symlinks, hard links) by path, built once."""
+        if self._lookup is None:
+            self._lookup = ({rel: (data, mode) for rel, data, mode in self.files}, dict(self.symlinks),
+                            dict(self.hardlinks))
+        return self._lookup
 
     def finish(self) -> None:
         exp: dict[str, dict[str, str]] = {"": {}}
@@ -842,10 +850,8 @@ def _resume(node: SpecNode, t: Template, target: str) -> int:
                 f"node {node.name}: the tree was rendered for {key} {got!r}, the spec says {expect!r}; "
                 f"remove {target} to render the node fresh (its counters restart at zero)", file=label,
             )
-    node_files = {rel: (data, mode) for rel, data, mode in _node_files(node, t)}
-    files = {rel: (data, mode) for rel, data, mode in t.files}
-    links = dict(t.symlinks)
-    hard = dict(t.hardlinks)
+    node_files: dict[str, tuple[bytes, int]] | None = None  # built only when one is missing
+    files, links, hard = t.lookup()
     created = 0
     try:
         with open(target + "/" + SIG_FILE, encoding="utf-8") as fh:
@@ -883,7 +889,9 @@ def _resume(node: SpecNode, t: Template, target: str) -> int:
                     elif rel in files or rel in hard:
                         data, mode = files[rel] if rel in files else files[hard[rel]]
                         _write_file(path, data, mode)
-                    elif rel in node_files:
+                    else:
+                        if node_files is None:
+                            node_files = {r: (dt, md) for r, dt, md in _node_files(node, t)}
                         data, mode = node_files[rel]
                         _write_file(path, data, mode)
                     created += 1
