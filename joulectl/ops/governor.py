@@ -973,10 +973,49 @@ def _warn_journal(journal: Journal, warnings: list[str]) -> None:
         warnings.append(f"the journal was unreadable and was set aside as {journal.set_aside}")
 
 
+def _load_journal(host: Host, warnings: list[str]) -> Journal:
+    """The journal for a run that writes (under the node lock): a corrupt one is set aside."""
+    import errno
+
+    from joulectl.host import HostIOError
+    from joulectl.ops.journal import JOURNAL_PATH, load
+
+    try:
+        journal = load(host)
+    except (HostIOError, OSError) as e:
+        text = getattr(e, "strerror", None) or str(e)
+        if getattr(e, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise RefusedError(f"cannot read the journal {JOURNAL_PATH}: {text}", hint=PRIVILEGE_HINT) from None
+        raise JoulectlError(f"cannot read the journal {JOURNAL_PATH}: {text}") from None
+    _warn_journal(journal, warnings)
+    return journal
+
+
+def _peek_journal(host: Host, warnings: list[str]) -> Journal:
+    """The journal for ``show`` and dry runs: read only; unreadable or corrupt is reported, not moved."""
+    import errno
+
+    from joulectl.host import HostIOError
+    from joulectl.ops.journal import JOURNAL_PATH
+
+    try:
+        text = host.read(JOURNAL_PATH)
+    except HostIOError as e:
+        if e.errno != errno.ENOENT:
+            warnings.append(f"cannot read the journal {JOURNAL_PATH}: {e.strerror}: what joulectl set is unknown")
+        return Journal()
+    try:
+        return Journal.from_dict(json.loads(text))
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        warnings.append(f"the journal {JOURNAL_PATH} is corrupt: what joulectl set is unknown "
+                        "(the next set or reset moves it aside)")
+        return Journal()
+
+
 def run_set(host: Host, preset: str, *, gpu: bool, cpu: bool, selectors: Sequence[str], dry_run: bool,
             wait_s: float, model_presets_path: str | None, warnings: list[str]) -> GovernorReport:
     """``governor set PRESET``: lock, journal, inventory, apply, save (nothing written on a dry run)."""
-    from joulectl.ops.journal import load, save
+    from joulectl.ops.journal import save
     from joulectl.ops.lock import node_lock
 
     if not gpu and not cpu:
@@ -986,15 +1025,13 @@ def run_set(host: Host, preset: str, *, gpu: bool, cpu: bool, selectors: Sequenc
     gpu, cpu = target == "gpu", target == "cpu"
     model_presets = load_model_presets(model_presets_path)
     if dry_run:
-        journal = load(host)
-        _warn_journal(journal, warnings)
+        journal = _peek_journal(host, warnings)
         inv = _inventory(host, gpu, cpu)
         results = apply_preset(host, inv, journal, preset, gpu=gpu, cpu=cpu, selectors=selectors,
                                dry_run=True, model_presets=model_presets)
         return GovernorReport("set", inv.host.hostname, preset, True, results)
     with node_lock(host, wait_s):
-        journal = load(host)
-        _warn_journal(journal, warnings)
+        journal = _load_journal(host, warnings)
         inv = _inventory(host, gpu, cpu)
         try:
             results = apply_preset(host, inv, journal, preset, gpu=gpu, cpu=cpu, selectors=selectors,
@@ -1007,19 +1044,17 @@ def run_set(host: Host, preset: str, *, gpu: bool, cpu: bool, selectors: Sequenc
 def run_reset(host: Host, *, gpu: bool, cpu: bool, selectors: Sequence[str], dry_run: bool, wait_s: float,
               warnings: list[str]) -> GovernorReport:
     """``governor reset``: restore what joulectl set, leave the rest alone."""
-    from joulectl.ops.journal import load, save
+    from joulectl.ops.journal import save
     from joulectl.ops.lock import node_lock
 
     if dry_run:
-        journal = load(host)
-        _warn_journal(journal, warnings)
+        journal = _peek_journal(host, warnings)
         inv = _inventory(host, gpu, cpu)
         g, c = _targets(gpu, cpu, selectors, inv)
         results = reset(host, inv, journal, gpu=g, cpu=c, selectors=selectors, dry_run=True)
         return GovernorReport("reset", inv.host.hostname, None, True, results)
     with node_lock(host, wait_s):
-        journal = load(host)
-        _warn_journal(journal, warnings)
+        journal = _load_journal(host, warnings)
         inv = _inventory(host, gpu, cpu)
         g, c = _targets(gpu, cpu, selectors, inv)
         try:
@@ -1037,8 +1072,7 @@ def run_show(host: Host, *, gpu: bool, cpu: bool, selectors: Sequence[str], wait
     from joulectl.ops.lock import node_lock
 
     model_presets = load_model_presets(model_presets_path)
-    journal = load(host)
-    _warn_journal(journal, warnings)
+    journal = _peek_journal(host, warnings)
     inv = _inventory(host, gpu, cpu)
     g, c = _targets(gpu, cpu, selectors, inv)
     rows, changed = show(host, inv, journal, gpu=g, cpu=c, selectors=selectors, model_presets=model_presets)

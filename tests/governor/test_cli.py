@@ -387,3 +387,26 @@ def test_reset_dry_run_and_device_selection(tmp_path: Path, cli: Cli) -> None:
     assert {x["status"] for x in doc["results"]} == {"applied"}
     assert {x["kind"] for x in doc["results"]} == {"gpu", "cpu"}
     assert level.read_text() == "auto"
+
+
+def test_show_and_dry_run_leave_a_corrupt_journal_in_place(tmp_path: Path, cli: Cli) -> None:
+    root = trees.amd_mi250x_x4(tmp_path / "m")
+    (root / "var/lib/joulectl").mkdir(parents=True)
+    (root / "var/lib/joulectl/state.json").write_text("{garbage")
+    for args in (("show",), ("set", "low", "--dry-run"), ("reset", "--dry-run")):
+        r = cli("--root", root, "governor", *args)
+        assert r.exit_code == 0, args
+        assert r.stderr == ("joulectl: warning: the journal /var/lib/joulectl/state.json is corrupt: what joulectl "
+                            "set is unknown (the next set or reset moves it aside)\n")
+    assert [p.name for p in (root / "var/lib/joulectl").iterdir()] == ["state.json"]
+
+
+def test_unreadable_journal(tmp_path: Path, cli: Cli) -> None:
+    root = trees.amd_mi250x_x4(tmp_path / "m")
+    (root / "var/lib/joulectl/state.json").mkdir(parents=True)  # EISDIR: cannot be read
+    r = cli("--root", root, "governor", "show", "--gpu", "-o", "json")
+    assert r.exit_code == 0
+    assert r.stderr.startswith("joulectl: warning: cannot read the journal /var/lib/joulectl/state.json: ")
+    r = cli("--root", root, "governor", "set", "low")
+    assert r.exit_code == 1
+    assert r.stderr == "joulectl: error: cannot read the journal /var/lib/joulectl/state.json: Is a directory\n"
