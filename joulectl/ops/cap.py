@@ -606,6 +606,18 @@ def _same(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and abs(a - b) < SAME_W
 
 
+def _cannot(row: DeviceResult, setting: CapSetting, journal: Journal, reason: str) -> tuple[DeviceResult, bool]:
+    """A device whose cap cannot be set: ``blocked``; but for ``--restore`` with nothing journaled,
+    ``skipped`` (joulectl never changed it, so there is nothing to put back and nothing failed)."""
+    if setting.restore and not journal.has_original(row.device, SETTING):
+        row.status = Status.SKIPPED
+        row.message = f"{reason}; nothing to restore"
+    else:
+        row.status = Status.BLOCKED
+        row.message = reason
+    return row, False
+
+
 def _plan_gpu(dev: GpuDevice, setting: CapSetting, journal: Journal) -> tuple[DeviceResult, bool]:
     """The row for one GPU and whether it needs a write."""
     row = DeviceResult(
@@ -617,9 +629,7 @@ def _plan_gpu(dev: GpuDevice, setting: CapSetting, journal: Journal) -> tuple[De
         row.message = f"limited through primary {dev.primary_bus_id or 'die'}"
         return row, False
     if not dev.control.available or not dev.cap_range.known:
-        row.status = Status.BLOCKED
-        row.message = dev.control.reason or "the power limit range is unknown"
-        return row, False
+        return _cannot(row, setting, journal, dev.control.reason or "the power limit range is unknown")
     rng = dev.cap_range
     fallback = rng.default_w if dev.vendor == "nvidia" and rng.default_w is not None else rng.max_w
     target, why = resolve_target(setting, rng.min_w, rng.max_w, _restore_to(journal, dev.bus_id, fallback))
@@ -636,21 +646,18 @@ def _plan_gpu(dev: GpuDevice, setting: CapSetting, journal: Journal) -> tuple[De
     return row, True
 
 
-def _plan_zone(zone: PowercapZone, setting: CapSetting, journal: Journal, model: str | None
-               ) -> tuple[DeviceResult, bool]:
+def _plan_zone(zone: PowercapZone, setting: CapSetting, journal: Journal, vendor: str | None,
+               model: str | None) -> tuple[DeviceResult, bool]:
     lt = zone.long_term
     row = DeviceResult(
-        device=zone.zone_id, vendor="cpu", model=model or zone.name, status=Status.PLANNED, kind="cpu",
+        device=zone.zone_id, vendor=vendor or "cpu", model=model or zone.name, status=Status.PLANNED, kind="cpu",
         before_w=lt.limit_w if lt is not None else None,
     )
     if lt is None:
-        row.status = Status.BLOCKED
-        row.message = f"{zone.name} has no long_term (PL1) constraint: the zone reports energy only"
-        return row, False
+        return _cannot(row, setting, journal,
+                       f"{zone.name} has no long_term (PL1) constraint: the zone reports energy only")
     if zone.locked:
-        row.status = Status.BLOCKED
-        row.message = "limit locked by firmware"
-        return row, False
+        return _cannot(row, setting, journal, "limit locked by firmware")
     target, why = resolve_target(setting, lt.min_w, lt.max_w, _restore_to(journal, zone.zone_id, lt.max_w))
     row.target_w = target
     if why is not None:
@@ -836,7 +843,7 @@ def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory,
                 pending.append(_Pending(row, dev, dev.vendor))
     if req.cpu is not None:
         for zone in zones:
-            row, needs = _plan_zone(zone, req.cpu, journal, inv.cpu.raw_model or inv.cpu.model)
+            row, needs = _plan_zone(zone, req.cpu, journal, inv.cpu.vendor, inv.cpu.raw_model or inv.cpu.model)
             report.results.append(row)
             if needs:
                 pending.append(_Pending(row, zone, "cpu"))

@@ -714,3 +714,18 @@ def test_bad_model_presets_file_is_exit_2(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         build_request(pct=60, model_presets_file=str(bad))
     assert str(exc.value) == f"{bad}: expected a JSON object, found list"
+
+
+def test_restore_skips_what_joulectl_could_never_have_changed(host: Host) -> None:
+    node = Node([gpu(0), gpu(1, max_w=None, min_w=None, cap=None,  # type: ignore[arg-type]
+                            control=Control(False, "power limits print [N/A]"))],
+                [zone(0, has_pl1=False), zone(1, locked=True)])
+    report = run(host, node, restore=True, all_=True)
+    assert [(r.device, r.status, r.message) for r in report.results] == [
+        ("0000:10:00.0", Status.UNCHANGED, "already at target"),
+        ("0000:11:00.0", Status.SKIPPED, "power limits print [N/A]; nothing to restore"),
+        ("intel-rapl:0", Status.SKIPPED,
+         "package-0 has no long_term (PL1) constraint: the zone reports energy only; nothing to restore"),
+        ("intel-rapl:1", Status.SKIPPED, "limit locked by firmware; nothing to restore"),
+    ]
+    assert report.exit_code == ExitCode.OK
