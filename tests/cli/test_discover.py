@@ -97,6 +97,14 @@ def test_missing_root_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
     assert r.stdout == ""
 
 
+def test_root_that_is_a_file_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    afile = tmp_path / "file"
+    afile.write_text("")
+    r = cli("--root", afile, "discover")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == f"joulectl: error: {afile}: --root: host root is not a directory\n"
+
+
 def test_mi300x_json_validates_and_has_devices(cli: Cli, root: Path) -> None:
     trees.amd_mi300x_x8(root)
     r = cli("--root", root, "discover", "-o", "json")
