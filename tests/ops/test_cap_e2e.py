@@ -420,3 +420,15 @@ def test_kill_during_a_write_leaves_a_readable_journal(cap: Cap, cluster: Path) 
     r = cap("h100-0", "--watts", "300", "--wait", "5")
     assert r.returncode == 0, r.stderr
     assert journal(cluster, "h100-0")["devices"]["0000:18:00.0"]["original"] == {"capWatts": 700.0}
+
+
+def test_intel_without_rated_max_is_blocked(cap: Cap, cluster: Path) -> None:
+    # the out-of-tree i915 (intel-gpu-i915-backports) shows no power1_rated_max on Flex
+    for f in (cluster / "flex-0/sys").rglob("power1_rated_max"):
+        f.unlink()
+    r = cap("flex-0", "--pct", "60", "-o", "json")
+    assert r.returncode == 5
+    assert {(x["status"], x["message"]) for x in rows(r)} == {
+        ("blocked", "the power limit range of the Intel GPUs is unknown")}
+    bus = rows(r)[0]["device"]
+    assert int(hwmon_file(cluster, "flex-0", bus, "power1_max").read_text()) == 150_000_000
