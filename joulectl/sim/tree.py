@@ -219,7 +219,9 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
     epp = freq.get("epp")
     intel = driver in ("intel_pstate", "intel_cpufreq")
     amd = driver.startswith("amd-pstate")
-    shared = ["cpuinfo_min_freq", "cpuinfo_transition_latency", "scaling_driver", "scaling_available_governors"]
+    # identical in every policy and never changed by the emulator: hard links to policy0's copy
+    shared = ["cpuinfo_min_freq", "cpuinfo_transition_latency", "scaling_driver", "scaling_available_governors",
+              "scaling_setspeed"]
     if intel and freq.get("hwp"):
         shared.append("base_frequency")
     if epp_avail:
@@ -237,7 +239,6 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
         t.a(f"{p}/scaling_governor", governor, W)
         t.a(f"{p}/scaling_max_freq", shown_max, W)
         t.a(f"{p}/scaling_min_freq", min_khz, W)
-        t.a(f"{p}/scaling_setspeed", "<unsupported>", W)
         t.w(f"{p}/scaling_governor", "cpufreq_governor", comp, allowed=governors, default=governor)
         t.w(f"{p}/scaling_max_freq", "cpufreq_max", comp, minKhz=min_khz, maxKhz=max_khz, default=str(shown_max))
         t.w(f"{p}/scaling_min_freq", "cpufreq_min", comp, minKhz=min_khz, maxKhz=max_khz, default=str(min_khz))
@@ -251,6 +252,7 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
             t.a(f"{p}/cpuinfo_transition_latency", int(freq.get("transitionLatencyNs", 0)))
             t.a(f"{p}/scaling_driver", driver)
             t.a(f"{p}/scaling_available_governors", " ".join(governors))
+            t.a(f"{p}/scaling_setspeed", "<unsupported>", W)
             if "base_frequency" in shared:
                 t.a(f"{p}/base_frequency", base_khz)
             if epp_avail:
@@ -947,7 +949,12 @@ def render_nodes(
     on ``workers`` forked processes (default: one per CPU when there are 16 or more).
     """
     global _POOL_NODES, _POOL_ROOT
-    os.makedirs(root, exist_ok=True)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise RenderError("is not a directory", file=root, field="--root")
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as e:
+        raise RenderError(f"cannot create the directory: {e.strerror}", file=root, field="--root") from None
     stats = RenderStats()
     fresh: list[SpecNode] = []
     for node in nodes:

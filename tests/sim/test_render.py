@@ -328,3 +328,10 @@ def test_example_specs_validate(cli) -> None:
         assert doc["kind"] == "ClusterSpec"
         r = cli("simulate", "validate", str(path))
         assert r.exit_code == 0, r.stderr
+
+
+def test_root_that_is_a_file_is_an_input_error(cli, tmp_path: Path) -> None:
+    root = tmp_path / "file"
+    root.write_text("x")
+    r = cli("simulate", "render", "examples/sim/smoke.yaml", "--root", str(root))
+    assert (r.exit_code, r.stderr) == (2, f"joulectl: error: {root}: --root: is not a directory\n")
