@@ -311,3 +311,21 @@ def test_cpufreq_policies_belong_to_their_socket(tmp_path: Path) -> None:
     led = lg.load(str(root / "intel-0"))
     assert led is not None
     assert led.state["P.pkg1"] < led.state["P.pkg0"]
+
+
+def test_cap_through_the_fake_rocm_smi_shows_in_next_tick(tmp_path: Path) -> None:
+    import subprocess
+
+    spec = write_spec(tmp_path, "  - {name: mi300x, profile: amd-instinct-mi300x-8gpu, count: 1}")
+    root = tmp_path / "root"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    before = _gpu_power(root, "mi300x-0", 0)
+    smi = str(root / "mi300x-0" / "bin" / "rocm-smi")
+    done = subprocess.run([smi, "-d", "0", "--setpoweroverdrive", "400"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert before > 400.0
+    assert _gpu_power(root, "mi300x-0", 0) == pytest.approx(400.0, abs=1.0)
+    assert _gpu_power(root, "mi300x-0", 1) == pytest.approx(before)
+    [node] = runtime.status(str(root))["nodes"]
+    assert node["capsWatts"]["gpu0"] == 400.0
