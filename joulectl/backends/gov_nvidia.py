@@ -96,6 +96,20 @@ class LockPlan:
 
 
 @dataclass(frozen=True)
+class ClockSample:
+    """One sample of the clock query: graphics (SM) and memory MHz, GPU utilization in %."""
+
+    graphics_mhz: int | None
+    memory_mhz: int | None
+    utilization_pct: int | None = None
+
+    @property
+    def busy(self) -> bool | None:
+        """Whether the GPU was working (None when the utilization is unknown)."""
+        return None if self.utilization_pct is None else self.utilization_pct > 0
+
+
+@dataclass(frozen=True)
 class CallOutcome:
     """What one lock or reset call did."""
 
@@ -245,7 +259,7 @@ class Transport(Protocol):
 
     def supported_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, dict[int, list[int]]]: ...
 
-    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, tuple[int | None, int | None]]: ...
+    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, ClockSample]: ...
 
 
 _SMI_FLAGS = {("lock", "graphics"): "-lgc", ("lock", "memory"): "-lmc",
@@ -300,22 +314,22 @@ class SmiTransport:
             return {}
         return parse_supported_clocks(res.stdout) if res.returncode == 0 else {}
 
-    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, tuple[int | None, int | None]]:
-        """Graphics (SM) and memory clocks in MHz per bus id, one query for every GPU."""
+    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, ClockSample]:
+        """Graphics (SM) and memory clocks in MHz and utilization per bus id, one query for every GPU."""
         try:
-            res = self.host.run(
-                ["nvidia-smi", "--query-gpu=pci.bus_id,clocks.sm,clocks.mem", "--format=csv,noheader,nounits"]
-            )
+            res = self.host.run(["nvidia-smi", "--query-gpu=pci.bus_id,clocks.sm,clocks.mem,utilization.gpu",
+                                 "--format=csv,noheader,nounits"])
         except ToolError:
             return {}
         if res.returncode != 0:
             return {}
-        out: dict[str, tuple[int | None, int | None]] = {}
+        out: dict[str, ClockSample] = {}
         for line in res.stdout.splitlines():
             cells = [c.strip() for c in line.split(",")]
             if len(cells) < 3 or ":" not in cells[0]:
                 continue
-            out[normalize_bus_id(cells[0])] = (_int_or_none(cells[1]), _int_or_none(cells[2]))
+            util = _int_or_none(cells[3]) if len(cells) > 3 else None
+            out[normalize_bus_id(cells[0])] = ClockSample(_int_or_none(cells[1]), _int_or_none(cells[2]), util)
         return out
 
 
@@ -382,22 +396,26 @@ class NvmlTransport:
             return {}
         return out
 
-    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, tuple[int | None, int | None]]:
-        """Graphics (SM) and memory clocks in MHz, ``nvmlDeviceGetClockInfo``."""
+    def sample_clocks(self, devices: Sequence[GpuDevice]) -> dict[str, ClockSample]:
+        """Graphics (SM) and memory clocks in MHz (``nvmlDeviceGetClockInfo``) and the GPU
+        utilization (``nvmlDeviceGetUtilizationRates``)."""
         from joulectl.backends.nvml import Nvml, NvmlError, NvmlUnavailable
         from joulectl.backends.pci import smi_bus_id
 
-        out: dict[str, tuple[int | None, int | None]] = {}
+        out: dict[str, ClockSample] = {}
         try:
             with Nvml() as nv:
                 for dev in devices:
                     try:
                         h = nv.call("nvmlDeviceGetHandleByPciBusId", smi_bus_id(dev.bus_id))
-                        sm, _ = nv.try_call("nvmlDeviceGetClockInfo", h, nv.constant("NVML_CLOCK_SM"))
-                        mem, _ = nv.try_call("nvmlDeviceGetClockInfo", h, nv.constant("NVML_CLOCK_MEM"))
                     except NvmlError:
                         continue
-                    out[dev.bus_id] = (None if sm is None else int(sm), None if mem is None else int(mem))
+                    sm, _ = nv.try_call("nvmlDeviceGetClockInfo", h, nv.constant("NVML_CLOCK_SM"))
+                    mem, _ = nv.try_call("nvmlDeviceGetClockInfo", h, nv.constant("NVML_CLOCK_MEM"))
+                    util, _ = nv.try_call("nvmlDeviceGetUtilizationRates", h)
+                    gpu_pct = getattr(util, "gpu", None) if util is not None else None
+                    out[dev.bus_id] = ClockSample(None if sm is None else int(sm), None if mem is None else int(mem),
+                                                  None if gpu_pct is None else int(gpu_pct))
         except NvmlUnavailable:
             return {}
         return out

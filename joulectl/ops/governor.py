@@ -22,7 +22,7 @@ from typing import Any
 
 from joulectl.backends import gov_amd, gov_cpu, gov_nvidia
 from joulectl.backends.base import PRIVILEGE_HINT
-from joulectl.backends.gov_nvidia import ClockLock, PresetBlocked
+from joulectl.backends.gov_nvidia import ClockLock, ClockSample, PresetBlocked
 from joulectl.errors import ExitCode, InputError, JoulectlError, NoDeviceError, PartialError, RefusedError
 from joulectl.host import Host
 from joulectl.models import (
@@ -262,13 +262,7 @@ def _nv_set(
         rec = journal.current(bus, PRESET) or {}
         msg = "already in force"
         if isinstance(rec, dict) and rec.get("status") == str(Status.APPLIED_UNVERIFIED):
-            inside = [w.contains(float(v)) for d, w in wanted.items()
-                      if w is not None and isinstance(v := sampled[d], (int, float))]
-            if inside and all(inside):
-                _mark_verified(journal, bus, dev.vendor, dev.model)
-                msg = "already in force (clocks inside the lock)"
-            else:
-                msg = "already set; " + UNVERIFIED_HINT
+            msg = "already set; " + UNVERIFIED_HINT
         return _result(dev, Status.UNCHANGED, msg, preset=preset, before=before, after=target)
     if dry_run:
         cmds = ", ".join(f"lock {d} {w.describe()}" if w else f"undo joulectl's {d} lock" for d, w in steps)
@@ -719,7 +713,7 @@ def _mark_verified(journal: Journal, key: str, dev_vendor: str, model: str | Non
     journal.record(key, PRESET, None, value, vendor=dev_vendor, model=model, kind=kind, command="show")
 
 
-def _show_nvidia(ctx: _NvContext, journal: Journal, dev: GpuDevice, samples: dict[str, Any],
+def _show_nvidia(ctx: _NvContext, journal: Journal, dev: GpuDevice, samples: dict[str, ClockSample],
                  model_presets: dict[str, Any] | None) -> tuple[ShowRow, bool]:
     bus = dev.bus_id
     g = ClockLock.parse(journal.current(bus, NV_SETTINGS["graphics"]))
@@ -727,11 +721,15 @@ def _show_nvidia(ctx: _NvContext, journal: Journal, dev: GpuDevice, samples: dic
     preset, status = _preset_of(journal, bus)
     sample = samples.get(bus)
     if sample is None and dev.clocks.get("graphics_mhz") is not None:
-        sample = (dev.clocks.get("graphics_mhz"), dev.clocks.get("memory_mhz"))
+        sample = ClockSample(dev.clocks.get("graphics_mhz"), dev.clocks.get("memory_mhz"))
     clocks = None
     if sample is not None:
-        clocks = f"graphics {sample[0] if sample[0] is not None else '?'} MHz, " \
-                 f"memory {sample[1] if sample[1] is not None else '?'} MHz"
+        def mhz(v: int | None) -> str:
+            return "?" if v is None else str(v)
+
+        clocks = f"graphics {mhz(sample.graphics_mhz)} MHz, memory {mhz(sample.memory_mhz)} MHz"
+        if sample.utilization_pct is not None:
+            clocks += f", {sample.utilization_pct} % busy"
     row = ShowRow(bus, dev.vendor, dev.model or dev.raw_model, "gpu", preset, None, NO_LOCK, None,
                   clocks, accepted_presets(dev, ctx, model_presets))
     reason = gov_nvidia.eligibility(dev)
@@ -744,19 +742,23 @@ def _show_nvidia(ctx: _NvContext, journal: Journal, dev: GpuDevice, samples: dic
         row.in_force = _nv_describe(g.text() if g else None, m.text() if m else None)
         row.status = status or str(Status.APPLIED_UNVERIFIED)
         if row.status == str(Status.APPLIED_UNVERIFIED):
-            inside = sample is not None and sample[0] is not None and (g is None or g.contains(sample[0])) and (
-                m is None or (sample[1] is not None and m.contains(sample[1])))
-            if inside:
+            inside = sample is not None and sample.graphics_mhz is not None and (
+                g is None or g.contains(sample.graphics_mhz)) and (
+                m is None or (sample.memory_mhz is not None and m.contains(sample.memory_mhz)))
+            if sample is None or sample.graphics_mhz is None:
+                row.message = "clocks not readable: lock not verified"
+            elif not inside:
+                row.message = "clocks sampled outside the lock: not verified yet"
+            elif sample.busy is False:
+                # an idle GPU sits at its lowest clock whatever the lock: only busy samples tell
+                row.message = "GPU idle: the lock is verified by a sample under load"
+            else:
                 row.status = str(Status.APPLIED)
                 row.message = "clocks sampled inside the lock: verified"
                 if preset:
                     _mark_verified(journal, bus, dev.vendor, dev.model)
                     row.verified_now = True
                     return row, True
-            elif sample is None:
-                row.message = "clocks not readable: lock not verified"
-            else:
-                row.message = "clocks sampled outside the lock: not verified yet"
         return row, False
     op = [d for d in ("graphics", "memory") if _operator_lock(dev, d)]
     if op:
@@ -847,7 +849,7 @@ def show(
         devices = _gpu_devices(inventory, selectors)
         ctx = _NvContext(host, devices)
         nvidia = [d for d in devices if d.vendor == "nvidia"]
-        samples: dict[str, Any] = {}
+        samples: dict[str, ClockSample] = {}
         if nvidia and any(journal.set_by_joulectl(d.bus_id, s) for d in nvidia for s in NV_SETTINGS.values()):
             samples = ctx.transport.sample_clocks(nvidia)
         for dev in devices:

@@ -3,7 +3,7 @@
 The fake nvidia-smi (written into ``<root>/bin``) keeps its state in ``<root>/state/smi.json``:
 per GPU the clock table, the locks, the current clocks, and whether ``-lmc`` is refused as on
 Ada. It answers ``-q -d SUPPORTED_CLOCKS``, ``-i <bus id> -lgc/-lmc/-rgc/-rmc``,
-``--query-gpu=pci.bus_id,clocks.sm,clocks.mem``, honours ``HWEMU_UNPRIVILEGED=1`` (exit 4,
+``--query-gpu=pci.bus_id,clocks.sm,clocks.mem,utilization.gpu``, honours ``HWEMU_UNPRIVILEGED=1`` (exit 4,
 "Insufficient Permissions"), and logs every argv. :func:`tick` moves the clocks into the locks,
 as the emulator does at its next tick.
 """
@@ -65,7 +65,7 @@ if argv[:3] == ["-q", "-d", "SUPPORTED_CLOCKS"]:
 if argv and argv[0].startswith("--query-gpu="):
     save()
     for bus, g in gpus.items():
-        print("%s, %d, %d" % (smi_bus(bus), g["sm"], g["mem"]))
+        print("%s, %d, %d, %d" % (smi_bus(bus), g["sm"], g["mem"], g.get("util", 0)))
     sys.exit(0)
 if argv[:1] == ["-i"]:
     bus = argv[1].lower()
@@ -162,9 +162,10 @@ def set_smi(root: Path, bus_id: str, **values: Any) -> None:
 
 
 def tick(root: Path) -> None:
-    """Move every GPU's clocks into its locks (the memory lock also bounds graphics)."""
+    """Run every GPU busy (100 %), its clocks moved into its locks (a memory lock bounds graphics)."""
     st = smi_state(root)
     for g in st["gpus"].values():
+        g["util"] = 100
         table = {int(k): v for k, v in g["table"].items()}
         mem = max(table)
         if g["lmc"]:

@@ -122,7 +122,7 @@ def test_h100_sustained_efficient_show_verifies_after_tick(tmp_path: Path, cli: 
     tick(root)
     r = cli("--root", root, "governor", "show", "--gpu", "-o", "json")
     assert [(x["status"], x["clocks"]) for x in _json(r)["results"]] == [
-        ("applied", "graphics 1755 MHz, memory 2619 MHz")] * 2
+        ("applied", "graphics 1755 MHz, memory 2619 MHz, 100 % busy")] * 2
     assert _journal(root)["devices"][buses[0]]["current"]["governorPreset"] == {
         "preset": "sustained", "status": "applied"}
     # efficient replaces the lock; reset undoes it with -rgc

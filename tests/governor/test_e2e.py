@@ -115,7 +115,7 @@ def test_h100_every_preset_and_show_verifies_after_ticks(cluster: Cluster, tmp_p
     cluster.tick()
     show = cluster.json(node, "governor", "show", "--gpu")
     assert _statuses(show) == ["applied"] * 8
-    assert _field(show, "clocks") == {"graphics 1485 MHz, memory 2619 MHz"}
+    assert _field(show, "clocks") == {"graphics 1485 MHz, memory 2619 MHz, 100 % busy"}
     assert cluster.journal(node)["devices"][bus]["current"]["governorPreset"]["status"] == "applied"
 
     assert _field(cluster.json(node, "governor", "set", "peak"), "after") == {"graphics 1980 MHz"}

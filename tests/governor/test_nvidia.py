@@ -109,7 +109,7 @@ def test_efficient_locks_graphics_and_is_unverified_until_clocks_move(tmp_path: 
     rows, changed = gov.show(host, inv, journal, gpu=True, cpu=False)
     assert changed
     assert [(r.status, r.set_by, r.preset) for r in rows] == [("applied", "joulectl", "efficient")] * 2
-    assert rows[0].clocks == "graphics 1485 MHz, memory 2619 MHz"
+    assert rows[0].clocks == "graphics 1485 MHz, memory 2619 MHz, 100 % busy"
     assert journal.current(bus(0), "governorPreset") == {"preset": "efficient", "status": "applied"}
 
 
@@ -145,7 +145,7 @@ def test_low_on_l40s_memory_clock_bounds_the_clocks_sampled(tmp_path: Path) -> N
     tick(root)
     rows, _ = gov.show(host, inv, journal, gpu=True, cpu=False)
     assert rows[0].status == "applied"
-    assert rows[0].clocks == "graphics 645 MHz, memory 405 MHz"
+    assert rows[0].clocks == "graphics 645 MHz, memory 405 MHz, 100 % busy"
 
 
 def test_ada_lmc_refusal_is_unsupported_and_resets_the_lgc(tmp_path: Path) -> None:
@@ -362,12 +362,12 @@ def test_a_lock_lost_in_a_reboot_is_set_again(tmp_path: Path) -> None:
     root = _root(tmp_path, [H100_TABLE])
     host, journal = Host(str(root)), Journal()
     gov.apply_preset(host, inventory([nvidia_gpu(0)]), journal, "efficient")
-    # the next cron run: discover reads the clocks inside the lock -> nothing written, now verified
+    # the next cron run: discover reads the clocks inside the lock -> nothing written
     dev = nvidia_gpu(0)
     dev.clocks.update(graphics_mhz=1485, memory_mhz=2619)
     r = gov.apply_preset(host, inventory([dev]), journal, "efficient")[0]
-    assert (r.status, r.message) == (Status.UNCHANGED, "already in force (clocks inside the lock)")
-    assert journal.current(bus(0), "governorPreset") == {"preset": "efficient", "status": "applied"}
+    assert (r.status, r.message) == (
+        Status.UNCHANGED, "already set; a lock cannot be read back: `joulectl governor show` verifies it")
     assert len(_calls(root)) == 1
     # after a reboot the GPU boosts to 1980 MHz again: the journal's lock is gone and is set again
     dev.clocks.update(graphics_mhz=1980)
@@ -409,3 +409,18 @@ def test_refused_leaves_joulectl_locks_in_force(tmp_path: Path, monkeypatch: pyt
     assert _calls(root)[-1] == ["-i", bus(0), "-lgc", "1980,1980"]  # no reset attempted
     assert journal.current(bus(0), "gpuLockedClocks") == "345,1485"
     assert journal.current(bus(0), "governorPreset")["preset"] == "efficient"
+
+
+def test_an_idle_gpu_does_not_verify_a_lock(tmp_path: Path) -> None:
+    root = _root(tmp_path, [H100_TABLE])
+    host, journal = Host(str(root)), Journal()
+    inv = inventory([nvidia_gpu(0)])
+    gov.apply_preset(host, inv, journal, "efficient")
+    set_smi(root, bus(0), sm=345, util=0)  # idle at its lowest clock: inside any lock, proving nothing
+    rows, changed = gov.show(host, inv, journal, gpu=True, cpu=False)
+    assert (rows[0].status, rows[0].message, changed) == (
+        "applied-unverified", "GPU idle: the lock is verified by a sample under load", False)
+    assert rows[0].clocks == "graphics 345 MHz, memory 2619 MHz, 0 % busy"
+    set_smi(root, bus(0), sm=1485, util=87)
+    rows, changed = gov.show(host, inv, journal, gpu=True, cpu=False)
+    assert (rows[0].status, changed) == ("applied", True)

@@ -7,6 +7,7 @@ host; no nvidia-smi runs.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pynvml
@@ -29,6 +30,7 @@ class Boards:
         self.lmc: dict[int, tuple[int, int] | None] = {i: None for i in range(len(tables))}
         self.clocks = {i: (max(t[max(t)]), max(t)) for i, t in enumerate(tables)}
         self.refuse: dict[str, Exception] = {}
+        self.util = {i: 100 for i in range(len(tables))}
 
     def by_bus(self, bus: Any) -> int:
         text = bus.decode() if isinstance(bus, bytes) else str(bus)
@@ -70,6 +72,7 @@ def boards(mocker: MockerFixture) -> Boards:
         "nvmlDeviceResetGpuLockedClocks": b.reset_gpu,
         "nvmlDeviceResetMemoryLockedClocks": b.reset_mem,
         "nvmlDeviceGetClockInfo": b.clock,
+        "nvmlDeviceGetUtilizationRates": lambda h: SimpleNamespace(gpu=b.util[h], memory=10),
         "nvmlDeviceGetSupportedMemoryClocks": lambda h: sorted(b.tables[h], reverse=True),
         "nvmlDeviceGetSupportedGraphicsClocks": lambda h, m: b.tables[h][m],
     }
