@@ -192,3 +192,47 @@ spec:
     assert pm["source"] == "prometheus" and 0.8 * pm["gpuTdpW"] < pm["measuredNodePowerW"] < pm["nodeTdpW"]
     # a virtual machine exports nothing a real collector could measure
     assert otlp["vm-0"]["status"]["powerMeasurement"]["source"] == "prometheus-no-data"
+
+
+@pytest.mark.slow
+def test_nodelist_with_discovered_hardware_plans_like_the_spec(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """render the spec's nodes, run the real `discover -o yaml` on each tree, and plan the exported
+    NodeList with those NodeHardware files: the same twins as planning the spec."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("""\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: discovered}
+spec:
+  pools:
+  - {name: whole, profile: nvidia-h100-sxm-8gpu, count: 2}
+  - {name: mi250x, profile: amd-instinct-mi250x-4gpu, count: 1}
+  - {name: w7900, profile: amd-radeon-pro-w7900, count: 1}
+  - {name: xe, profile: intel-flex-170-4gpu, count: 1, overrides: {gpus: {intel: {driver: xe}}}}
+  - {name: cpu, profile: intel-xeon-2s-rapl, count: 2}
+""")
+    root = tmp_path / "sim"
+    assert cli("simulate", "render", spec, "--root", root).exit_code == 0
+    exported = cli("simulate", "render-nodes", spec)
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(exported.stdout)
+    hardware: list[Any] = []
+    for node in ("whole-0", "whole-1", "mi250x-0", "w7900-0", "xe-0", "cpu-0", "cpu-1"):
+        r = cli("--root", root / node, "discover", "-o", "yaml")
+        assert r.exit_code == 0, r.stderr
+        path = tmp_path / f"{node}.nhw.yaml"
+        path.write_text(r.stdout)
+        hardware += ["--hardware", path]
+    flags = ("--absolute-caps", "--gpu-governor", "eco=efficient", "--performance-fraction", "0")
+    from_spec = _plan(cli, spec, *flags)
+    from_nodes = _plan(cli, "--nodes", nodes, *hardware, *flags)
+    assert sorted(from_spec) == sorted(from_nodes)
+    for name, twin in from_spec.items():
+        assert twin["spec"] == from_nodes[name]["spec"], name
+        assert twin["status"]["powerMeasurement"] == from_nodes[name]["status"]["powerMeasurement"], name
+        assert twin["metadata"]["annotations"] == from_nodes[name]["metadata"]["annotations"], name
+    # what the discovered hardware decides: the MI250X's four power domains, the W7900's pinned 241 W,
+    # the H100's governor presets
+    assert from_nodes["mi250x-0"]["status"]["powerMeasurement"]["gpuTdpW"] == 4 * 560
+    assert from_nodes["w7900-0"]["status"]["powerMeasurement"]["gpuTdpW"] == 241
+    assert from_nodes["whole-1"]["spec"]["gpu"]["governor"] == "efficient"
