@@ -45,7 +45,7 @@ def register_run(sim_app: typer.Typer) -> None:
             raise InputError("give --ticks or --duration, not both", field="--duration")
         with _Progress() as bar:
             summary = run(spec, root, ticks=ticks, duration_s=duration, tick_s=tick, fast=fast, workers=workers,
-                          profiles_dir=profiles_dir, progress=bar.update)
+                          profiles_dir=profiles_dir, progress=bar.update, render_progress=bar.tree)
         data = summary.as_dict()
         emit(data, fmt, lambda: _run_table(data))
         if summary.interrupted:
@@ -71,23 +71,34 @@ class _Progress:
     def __init__(self) -> None:
         self._bar: Any = None
         self._task: Any = None
+        self._trees: Any = None
+        self._tree_count = 0
 
     def __enter__(self) -> _Progress:
         if sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._bar = Progress(TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[w]}"),
-                                 TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[w]}"), TimeElapsedColumn(),
+                                 console=Console(file=sys.stderr), transient=True)
             self._bar.__enter__()
         return self
+
+    def tree(self, node: str, action: str) -> None:
+        if self._bar is None:
+            return
+        self._tree_count += 1
+        if self._trees is None:
+            self._trees = self._bar.add_task("trees", total=None, w="")
+        self._bar.update(self._trees, completed=self._tree_count, w=f"{node} {action}")
 
     def update(self, done: int, total: int | None, samples: list[Any]) -> None:
         if self._bar is None:
             return
         watts = f"{sum(s.power_w for s in samples):.0f} W"
         if self._task is None:
-            self._task = self._bar.add_task("run", total=total, w=watts)
+            self._task = self._bar.add_task("ticks", total=total, w=watts)
         self._bar.update(self._task, completed=done, w=watts)
 
     def __exit__(self, *exc: object) -> None:

@@ -95,7 +95,7 @@ def read_node_info(node_dir: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _ensure_trees(spec: Any, root: str) -> tuple[int, int]:
+def _ensure_trees(spec: Any, root: str, progress: Callable[[str, str], None] | None = None) -> tuple[int, int]:
     """Render missing trees and resume existing ones (never rendered again); (rendered, resumed).
 
     A tree of another node, profile or profile values, or with an entry of the wrong kind, stops
@@ -103,7 +103,7 @@ def _ensure_trees(spec: Any, root: str) -> tuple[int, int]:
     """
     from joulectl.sim import tree
 
-    stats = tree.render_nodes(spec.nodes, root)
+    stats = tree.render_nodes(spec.nodes, root, progress=progress)
     return len(stats.rendered), len(stats.resumed)
 
 
@@ -284,8 +284,13 @@ def run(
     workers: int | None = None,
     profiles_dir: str | None = None,
     progress: ProgressFn | None = None,
+    render_progress: Callable[[str, str], None] | None = None,
 ) -> RunSummary:
-    """Render or resume every node of the spec, then run the tick loop."""
+    """Render or resume every node of the spec, then run the tick loop.
+
+    ``progress(done, total, samples)`` is called after every tick; ``render_progress(node,
+    "rendered"|"resumed")`` after every tree the start renders or resumes.
+    """
     from joulectl.sim.clusterspec import load_spec
 
     if tick_s <= 0 or not math.isfinite(tick_s):
@@ -301,7 +306,7 @@ def run(
     if os.path.exists(root) and not os.path.isdir(root):
         raise InputError("not a directory", file=root, field="--root")
     os.makedirs(root, exist_ok=True)
-    rendered, resumed = _ensure_trees(spec, root)
+    rendered, resumed = _ensure_trees(spec, root, render_progress)
     entries = build_entries(spec, root)
     return run_entries(entries, root, spec.facility, ticks=ticks, duration_s=duration_s, tick_s=tick_s,
                        fast=fast, workers=workers, progress=progress, rendered=rendered, resumed=resumed)

@@ -123,3 +123,38 @@ def test_ctrl_c_ends_after_the_tick_with_exit_130(spec: str, tmp_path: Path) -> 
     assert summary["ticks"] >= 1
     saved = json.loads(ledger.read_text())
     assert saved["tick"] == summary["ticks"]
+
+
+class _Tty:
+    """A stderr that says it is a terminal, keeping what is written."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("not a real terminal")
+
+
+def test_progress_bars_on_a_terminal(monkeypatch: pytest.MonkeyPatch, spec: str, tmp_path: Path) -> None:
+    from joulectl.cli.simulate_run import _Progress
+    from joulectl.sim import runtime
+
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    with _Progress() as bar:
+        summary = runtime.run(spec, str(tmp_path / "root"), ticks=2, fast=True, progress=bar.update,
+                              render_progress=bar.tree)
+    assert summary.ticks == 2
+    shown = "".join(tty.parts)
+    assert "trees" in shown and "ticks" in shown
+    assert "vm-1 rendered" in shown
