@@ -416,12 +416,20 @@ def node_status(node_dir: str, info: dict[str, Any]) -> dict[str, Any]:
     model = layout.model_for(node_dir, name, None)
     nvml = os.path.exists(os.path.join(node_dir, "state", "nvml.json"))
     rt_values: dict[str, str] = {}
+    cached = _start_cache(node_dir)
     for w in model.writables:
-        text = ""
+        path = os.path.join(node_dir, w.rel)
         try:
-            with open(os.path.join(node_dir, w.rel), encoding="utf-8", errors="replace") as fh:
-                text = fh.read(4096).strip()
+            st = os.lstat(path)
+            hit = cached.get(w.rel)
+            if isinstance(hit, list) and len(hit) == 4 and tuple(hit[:3]) == (st.st_mtime_ns, st.st_size, st.st_ino):
+                text = str(hit[3]).strip()  # unchanged since the last clean stop: no read
+            else:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    text = fh.read(4096).strip()
         except OSError:
+            continue
+        if w.kind == "amd_sclk" and ":" in text:
             continue
         rt_values.setdefault(f"{w.component}/{w.kind}", text)
     caps: dict[str, float | None] = {}
@@ -459,6 +467,19 @@ def node_status(node_dir: str, info: dict[str, Any]) -> dict[str, Any]:
         "capsWatts": caps,
         "governors": {"cpu": governors, "epp": epp, "gpuPerfLevels": perf},
     }
+
+
+def _start_cache(node_dir: str) -> dict[str, Any]:
+    """The writable files of ``state/tick-cache.json`` (see :meth:`NodeRuntime.save_cache`)."""
+    from joulectl.sim.tick import CACHE_NAME
+
+    try:
+        with open(os.path.join(node_dir, "state", CACHE_NAME), encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    w = doc.get("w") if isinstance(doc, dict) else None
+    return w if isinstance(w, dict) else {}
 
 
 def _nvml_caps(node_dir: str) -> dict[str, float | None]:
