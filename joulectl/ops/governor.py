@@ -348,6 +348,9 @@ def _amd_set(host: Host, journal: Journal, dev: GpuDevice, preset: str, dry_run:
     after = target_level
     if preset == "efficient":
         levels = gov_amd.read_sclk(host, dev)
+        if not levels and level_now == "manual" and journal.current(bus, "sclkLevels"):
+            # the mask joulectl wrote, not yet listed again as levels (before the driver's next update)
+            return _result(dev, Status.UNCHANGED, "already in force", preset=preset, before=before, after=before)
         if not levels:
             return _result(dev, Status.BLOCKED, f"no sclk levels in {gov_amd.sclk_path(dev)}", preset=preset,
                            before=before)

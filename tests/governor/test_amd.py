@@ -49,6 +49,7 @@ def test_efficient_writes_manual_and_the_levels_under_75_percent(tmp_path: Path)
     # a plain file holds the mask until the driver (the emulator) lists the levels again
     assert (_dev_dir(tmp_path, 0) / "pp_dpm_sclk").read_text() == "0 1"
     assert r.status == Status.APPLIED_UNVERIFIED
+    assert gov.apply_preset(host, inv, journal, "efficient")[0].status == Status.UNCHANGED
     rows, changed = gov.show(host, inv, journal, gpu=True, cpu=False)
     assert (rows[0].status, changed) == ("applied-unverified", False)
     amd_tree(tmp_path, 0, level="manual", sclk_mhz=(500, 1100, 1700, 2100), current=1)
