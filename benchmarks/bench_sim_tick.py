@@ -11,7 +11,9 @@ Method (issue 3, SPEC §9; Joulie fits 200 Intel nodes in its 1 s tick and resum
 - Resume: the start of a run over the first ``--resume-nodes`` (default 200) existing trees, from
   ``run()`` being called to the first tick starting (spec parsing, the renderer's resume check,
   layout, every node's state from disk), with the start-up cache a clean stop leaves.
-- Also reported: the machine's load average before each case (the machine is shared).
+- Also reported: the CPU seconds per tick (this process and its workers; a one-tick run's cost
+  subtracted, so start-up is not counted), which do not depend on the machine's load, and the
+  load average before each case (the machine is shared).
 
 Usage: ``python benchmarks/bench_sim_tick.py [--nodes N] [--ticks T] [--workers 1,2] [--root DIR] [--keep]``.
 """
@@ -19,6 +21,7 @@ Usage: ``python benchmarks/bench_sim_tick.py [--nodes N] [--ticks T] [--workers 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -53,11 +56,21 @@ def bench_tick(spec_path: str, root: str, ticks: int, workers: int) -> dict[str,
     from joulectl.sim.clusterspec import load_spec
 
     spec = load_spec(spec_path)
-    entries = runtime.build_entries(spec, root)
-    summary = runtime.run_entries(entries, root, spec.facility, ticks=ticks + 1, fast=True, workers=workers)
+    def cpu_of(n: int) -> tuple[float, runtime.RunSummary]:
+        entries = runtime.build_entries(spec, root)
+        before = os.times()
+        summary = runtime.run_entries(entries, root, spec.facility, ticks=n, fast=True, workers=workers)
+        after = os.times()
+        return sum(after[:4]) - sum(before[:4]), summary
+
+    base, _ = cpu_of(1)
+    cpu, summary = cpu_of(ticks + 1)
+    # CPU seconds of this process and its (joined) workers per tick, start-up subtracted: the
+    # figure that does not depend on what else the machine runs.
+    cpu_tick = (cpu - base) / ticks
     times = summary.tick_seconds[1:]
     return {"workers": summary.workers, "nodes": summary.nodes, "median_s": statistics.median(times),
-            "max_s": max(times), "ticks": len(times)}
+            "max_s": max(times), "ticks": len(times), "cpu_per_tick_s": cpu_tick}
 
 
 def bench_resume(spec_path: str, root: str, workers: int) -> float:
@@ -100,7 +113,8 @@ def main() -> int:
             print(f"load average {_load()}")
             r = bench_tick(spec_path, str(root), args.ticks, w)
             print(f"tick of {r['nodes']} intel-xeon-2s-rapl nodes, {r['workers']} worker(s): "
-                  f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms over {r['ticks']} ticks")
+                  f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms over {r['ticks']} ticks; "
+                  f"{r['cpu_per_tick_s']:.2f} CPU s per tick")
         resume_spec = _spec(tmp, args.resume_nodes)
         for w in (int(x) for x in args.workers.split(",")):
             bench_resume(resume_spec, str(root), w)  # leaves the start-up cache of a clean stop
