@@ -100,22 +100,27 @@ def _counting_loader() -> Any:
 
 
 def _check_depth(data: Any, label: str, max_elements: int = 50_000_000) -> None:
+    """Refuse documents nested deeper than MAX_DEPTH or expanding past ``max_elements``.
+
+    Only containers go on the stack: scalars are counted, never visited (a 10,000-node NodeList
+    is millions of scalars).
+    """
+    if not isinstance(data, (dict, list)):
+        return
     stack: list[tuple[Any, int]] = [(data, 0)]
     seen = 0
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise InputError(f"nested deeper than {MAX_DEPTH} levels", file=label)
-        if isinstance(node, dict):
-            seen += len(node)
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            seen += len(node)
-            stack.extend((v, depth + 1) for v in node)
+        values = node.values() if isinstance(node, dict) else node
+        seen += len(node)
         if seen > max_elements:
             raise InputError(
                 f"document expands to more than {max_elements} elements (alias bomb?)", file=label
             )
+        child_depth = depth + 1
+        stack.extend((v, child_depth) for v in values if isinstance(v, (dict, list)))
 
 
 def parse_documents(text: str, label: str) -> list[Any]:

@@ -75,14 +75,49 @@ def _fast_params() -> None:
 _fast_params()
 
 
-def _register() -> None:
-    from joulectl.cli import cap, completion, discover, governor, plan, schedule_check, simulate
+#: Command name -> module under joulectl.cli that registers it.
+COMMANDS = {
+    "discover": "discover",
+    "cap": "cap",
+    "governor": "governor",
+    "plan": "plan",
+    "schedule-check": "schedule_check",
+    "simulate": "simulate",
+    "completion": "completion",
+}
+_registered: set[str] = set()
+#: Global options that take a value (to find the command name in argv without parsing it).
+_VALUE_OPTIONS = ("--root", "--tool-timeout")
 
-    for module in (discover, cap, governor, plan, schedule_check, simulate, completion):
-        module.register(app)
+
+def register(*names: str) -> None:
+    """Register commands on the app (all of them when no name is given); idempotent.
+
+    A run registers only the command it invokes, so start-up does not pay for building and
+    importing every other command (``discover`` from cron stays cheap).
+    """
+    import importlib
+
+    for name in names or tuple(COMMANDS):
+        if name in _registered:
+            continue
+        _registered.add(name)
+        importlib.import_module(f"joulectl.cli.{COMMANDS[name]}").register(app)
 
 
-_register()
+def _command_name(argv: list[str]) -> str | None:
+    """The command named in ``argv``, skipping global options; None when there is none."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in _VALUE_OPTIONS:
+            i += 2
+            continue
+        if arg.startswith("-"):
+            i += 1
+            continue
+        return arg if arg in COMMANDS else None
+    return None
 
 
 def _error_line(message: str, hint: str | None = None) -> None:
@@ -102,6 +137,12 @@ def run(argv: list[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # fast path: no command tree to build
         sys.stdout.write(f"joulectl {__version__}\n")
         return 0
+    args = sys.argv[1:] if argv is None else argv
+    name = _command_name(args)
+    if name is None:
+        register()  # help, a typo or no command at all: the full tree, so usage lists everything
+    else:
+        register(name)
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="joulectl", standalone_mode=False)

@@ -71,8 +71,9 @@ def _walk(cmd: Any, path: list[str]) -> _Cmd:
 
 
 def _tree() -> _Cmd:
-    from joulectl.cli import app
+    from joulectl.cli import app, register
 
+    register()
     return _walk(typer.main.get_command(app), ["joulectl"])
 
 
