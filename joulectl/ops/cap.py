@@ -894,9 +894,11 @@ def _cpu_zones(inv: NodeInventory, both: bool, report: CapReport) -> list[Powerc
     if zones:
         return zones
     reason = inv.cpu.control.reason if not inv.cpu.control.available else None
-    msg = "no powercap package zone (RAPL) on this node" + (f" ({reason})" if reason else "")
-    if inv.cpu.virtual and not reason:
-        msg += " (virtual machine)"
+    msg = "no powercap package zone (RAPL) on this node"
+    if inv.cpu.virtual:
+        msg += ": a virtual machine (the hypervisor exposes no RAPL)"
+    elif reason:
+        msg += f" ({reason})"
     if both:
         report.warnings.append(msg + ": capping the GPUs only")
         return []

@@ -165,7 +165,8 @@ def test_vm_without_rapl_is_exit_3_for_cpu(cli: Any, write_tree: Tree) -> None:
     r = cli("--root", root, "cap", "--cpu", "--pct", "60")
     assert r.exit_code == 3
     first, hint = r.stderr.splitlines()
-    assert first.startswith("joulectl: error: no powercap package zone (RAPL) on this node (")
+    assert first == ("joulectl: error: no powercap package zone (RAPL) on this node: a virtual machine (the "
+                     "hypervisor exposes no RAPL)")
     assert hint == "joulectl: hint: CPU power caps need the intel-rapl powercap driver"
 
 

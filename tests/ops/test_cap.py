@@ -411,7 +411,11 @@ def test_cpu_on_a_vm_is_exit_3(host: Host) -> None:
     node = Node([], [], virtual=True)
     with pytest.raises(NoDeviceError) as exc:
         run(host, node, pct=60, cpu=True)
-    assert str(exc.value) == "no powercap package zone (RAPL) on this node (no powercap zone)"
+    assert str(exc.value) == ("no powercap package zone (RAPL) on this node: a virtual machine (the hypervisor "
+                              "exposes no RAPL)")
+    with pytest.raises(NoDeviceError) as exc2:
+        run(host, Node([], []), pct=60, cpu=True)
+    assert str(exc2.value) == "no powercap package zone (RAPL) on this node (no powercap zone)"
     assert exc.value.hint == "CPU power caps need the intel-rapl powercap driver"
 
 

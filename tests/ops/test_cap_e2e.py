@@ -206,8 +206,9 @@ def test_vm_is_exit_3(cap: Cap) -> None:
     assert r.stderr == "joulectl: error: no GPU found on this node\n"
     c = cap("vm-0", "--cpu", "--pct", "60")
     assert c.returncode == 3
-    assert c.stderr.startswith("joulectl: error: no powercap package zone (RAPL) on this node (")
-    assert "virtual machine" in c.stderr
+    assert c.stderr == ("joulectl: error: no powercap package zone (RAPL) on this node: a virtual machine (the "
+                        "hypervisor exposes no RAPL)\n"
+                        "joulectl: hint: CPU power caps need the intel-rapl powercap driver\n")
 
 
 # -- ranges, tokens, privileges, unsupported, locks ---------------------------------------------
