@@ -852,8 +852,10 @@ def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory,
         for p in pending:
             p.row.message = f"would set {_fmt_w(p.row.target_w)} W"
     else:
-        _write(host, deps, pending)
-        _record(journal, report.results, restore=_is_restore(req))
+        try:
+            _write(host, deps, pending)
+        finally:  # an interrupt between two vendor batches still journals the first one
+            _record(journal, report.results, restore=_is_restore(req))
 
     for preset, gpu_side in ((req.gpu_governor, True), (req.cpu_governor, False)):
         if preset is None or (gpu_side and not gpus):

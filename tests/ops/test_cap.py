@@ -733,3 +733,18 @@ def test_restore_skips_what_joulectl_could_never_have_changed(host: Host) -> Non
         ("intel-rapl:1", Status.SKIPPED, "limit locked by firmware; nothing to restore"),
     ]
     assert report.exit_code == ExitCode.OK
+
+
+def test_interrupt_between_vendor_batches_journals_what_was_written(host: Host) -> None:
+    class Interrupted:
+        def set_caps(self, host: Host, requests: list[tuple[Any, float]]) -> list[WriteOutcome]:
+            raise KeyboardInterrupt
+
+    node = Node([gpu(0), gpu(1, vendor="amd", max_w=750, min_w=0, cap=750, model="MI300X")])
+    deps = node.deps()
+    deps.writers = {"nvidia": node.writer, "amd": Interrupted()}
+    with pytest.raises(KeyboardInterrupt):
+        execute(host, build_request(pct=60), deps)
+    devices = journal_of(host)["devices"]
+    assert devices["0000:10:00.0"]["current"] == {"capWatts": 420}
+    assert "0000:11:00.0" not in devices
