@@ -433,3 +433,23 @@ def test_intel_without_rated_max_is_blocked(cap: Cap, cluster: Path) -> None:
         ("blocked", "the power limit range of the Intel GPUs is unknown")}
     bus = rows(r)[0]["device"]
     assert int(hwmon_file(cluster, "flex-0", bus, "power1_max").read_text()) == 150_000_000
+
+
+def test_a_driver_reload_loses_the_cap_and_the_next_run_puts_it_back(tmp_path: Path) -> None:
+    """What the cron entry and the systemd timer are for: limits do not survive a driver reload."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: nopm}\nspec:\n"
+                    "  pools:\n  - {name: nopm, profile: nvidia-l40s-4gpu, count: 1,\n"
+                    "     overrides: {gpus: {persistenceMode: disabled}}, baseLoad: {cpuUtil: 0.0, gpuUtil: 0.0}}\n")
+    root = tmp_path / "root"
+    assert _joulectl("simulate", "render", str(spec), "--root", str(root)).returncode == 0
+    node = root / "nopm-0"
+    first = _joulectl("--root", str(node), "cap", "--pct", "60", "-o", "json")
+    assert {x["status"] for x in rows(first)} == {"applied"}
+    # persistence mode off and the GPUs idle: the driver unloads and the limits go back to default
+    run = _joulectl("simulate", "run", str(spec), "--root", str(root), "--ticks", "2", "--fast")
+    assert run.returncode == 0, run.stderr
+    assert smi_limits(root, "nopm-0") == [350.0] * 4
+    again = _joulectl("--root", str(node), "cap", "--pct", "60", "-o", "json")
+    assert {(x["beforeWatts"], x["targetWatts"], x["status"]) for x in rows(again)} == {(350, 210, "applied")}
+    assert journal(root, "nopm-0")["devices"]["0000:4f:00.0"]["original"] == {"capWatts": 350.0}
