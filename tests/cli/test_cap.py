@@ -32,6 +32,8 @@ def amd_node(write_tree: Tree, *, gpus: int = 2, rapl: bool = True, hostname: st
         files.update({
             f"{dev}/vendor": "0x1002\n", f"{dev}/device": "0x74a1\n", f"{dev}/class": "0x120000\n",
             f"{dev}/product_name": "AMD Instinct MI300X\n",
+            f"{dev}/power_dpm_force_performance_level": "auto\n",
+            f"{dev}/pp_dpm_sclk": "0: 500Mhz\n1: 1300Mhz *\n2: 2100Mhz\n",
             f"{hw}/name": "amdgpu\n", f"{hw}/power1_cap": "750000000\n", f"{hw}/power1_cap_max": "750000000\n",
             f"{hw}/power1_cap_min": "0\n", f"{hw}/power1_cap_default": "750000000\n",
             f"{hw}/power1_average": "120000000\n",
@@ -259,3 +261,41 @@ def test_schedule_prints_the_window(cli: Any, write_tree: Tree, tmp_path: Path) 
     day = cli("--root", root, "cap", "--schedule", sched, "--at", "2026-01-06T12:00:00Z")
     assert day.exit_code == 0 and "window 'default' in force" in day.stderr
     assert cap_of(root, "0000:11:00.0") == 750_000_000
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _example_commands() -> list[list[str]]:
+    """The joulectl command lines of the cron entry and the systemd service."""
+    import shlex
+
+    commands = []
+    for line in (EXAMPLES / "cron/joulectl-eco").read_text().splitlines():
+        if line.startswith("#") or "=" in line.split(" ")[0] or not line.strip():
+            continue
+        fields = line.split()
+        assert fields[0] == "@reboot" or len(fields[:5]) == 5
+        user_at = 1 if fields[0] == "@reboot" else 5
+        assert fields[user_at] == "root"
+        cmd = line.split(" joulectl ", 1)[1].split(" >>", 1)[0]
+        commands.append(shlex.split(cmd))
+    for line in (EXAMPLES / "systemd/joulectl-cap.service").read_text().splitlines():
+        if line.startswith("ExecStart="):
+            commands.append(shlex.split(line.split("/joulectl ", 1)[1]))
+    return commands
+
+
+def test_example_cron_and_systemd_commands_run(cli: Any, write_tree: Tree) -> None:
+    commands = _example_commands()
+    assert len(commands) == 3
+    root = amd_node(write_tree)
+    schedule = str(EXAMPLES / "eco-schedule.yaml")
+    for args in commands:
+        args = [schedule if a == "/etc/joulectl/eco-schedule.yaml" else a for a in args]
+        r = cli("--root", root, *args, "--at", "2026-03-03T23:00:00+01:00")  # a weeknight
+        assert r.exit_code == 0, (args, r.stderr)
+        assert "window 'weeknight' in force" in r.stderr
+    assert cap_of(root, "0000:11:00.0") == 450_000_000
+    timer = (EXAMPLES / "systemd/joulectl-cap.timer").read_text()
+    assert "OnBootSec=" in timer and "OnCalendar=" in timer and "Unit=joulectl-cap.service" in timer
