@@ -158,6 +158,7 @@ GPU_VENDORS = ("nvidia", "amd", "intel")
 #: limitBits defaults: the MSR interface's power-limit field widths (emulate-mode seed).
 DEFAULT_LIMIT_BITS = {"long_term": 15, "short_term": 15, "peak_power": 13}
 PSYS_LIMIT_BITS = 17
+MAX_GPUS = 64
 
 
 @dataclass
@@ -509,9 +510,11 @@ def _finish(prof: Profile, *, label: str) -> None:
     d = prof.data
     for path in ("cpu.vendor", "cpu.model", "cpu.sockets", "cpu.coresPerSocket"):
         _require(d, path, label)
-    for path in ("cpu.sockets", "cpu.coresPerSocket"):
-        if int(_require(d, path, label)) < 1:
-            raise InputError("must be at least 1", file=label, field=path)
+    for path, top in (("cpu.sockets", 16), ("cpu.coresPerSocket", 1024), ("cpu.threadsPerCore", 8)):
+        value = int(_require(d, path, label)) if path != "cpu.threadsPerCore" else int(
+            d["cpu"].get("threadsPerCore", 1))
+        if not 1 <= value <= top:
+            raise InputError(f"must be between 1 and {top}, found {value}", file=label, field=path)
     for i, zone in enumerate((d["cpu"].get("powercap") or {}).get("zones") or []):
         if zone.get("name") not in ("package", "dram", "psys", "core", "uncore"):
             raise InputError(
@@ -544,6 +547,8 @@ def _finish(prof: Profile, *, label: str) -> None:
         if not prof.boards:
             raise InputError("an NVIDIA profile needs gpus.nvmlConfig", file=label, field="gpus.nvmlConfig")
         count = int(g.get("count", len(prof.boards)))
+        if count < 1:
+            raise InputError(f"must be at least 1, found {count}", file=label, field="gpus.count")
         if count > len(prof.boards):
             raise InputError(
                 f"count {count} exceeds the {len(prof.boards)} devices of the board file",
@@ -561,8 +566,8 @@ def _finish(prof: Profile, *, label: str) -> None:
             g["memoryMiB"] = int(mem) // (1 << 20)
     else:
         count = int(_require(d, "gpus.count", label))
-        if count < 0:
-            raise InputError("must not be negative", file=label, field="gpus.count")
+        if not 0 <= count <= MAX_GPUS:
+            raise InputError(f"must be between 0 and {MAX_GPUS}, found {count}", file=label, field="gpus.count")
         bus = g.get("busIds") or []
         if len(bus) < count:
             raise InputError(f"needs {count} bus ids, found {len(bus)}", file=label, field="gpus.busIds")

@@ -721,6 +721,8 @@ def template(prof: Profile) -> Template:
     t.dirs = ordered
     t.finish()
     _node_files_expected(t)
+    if len(_TEMPLATES) >= 32:  # a long-lived process (tests, a planner) sees many profiles
+        _TEMPLATES.pop(next(iter(_TEMPLATES)))
     _TEMPLATES[key] = t
     return t
 

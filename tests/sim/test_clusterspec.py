@@ -147,3 +147,17 @@ def test_validate_prints_the_expansion(cli) -> None:
     assert r.exit_code == 0
     assert r.stdout == (f"{SMOKE}: ClusterSpec smoke is valid: 3 nodes (intel: 1 x intel-xeon-2s-rapl, "
                         "sxm-nopm: 1 x nvidia-h100-sxm-8gpu, vm: 1 x vm-no-powercap)\n")
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"cpu": {"coresPerSocket": 100000}}, "cpu.coresPerSocket: must be between 1 and 1024, found 100000"),
+    ({"cpu": {"threadsPerCore": 0}}, "cpu.threadsPerCore: must be between 1 and 8, found 0"),
+    ({"gpus": {"count": 0}}, "gpus.count: must be at least 1, found 0"),
+    ({"gpus": {"count": 9}}, "gpus.count: count 9 exceeds the 8 devices of the board file"),
+    ({"gpus": {"count": "8"}}, "spec.pools[0].overrides.gpus.count: must be an integer, found '8'"),
+])
+def test_override_values_are_bounded(cli, write_spec: Callable[..., str], overrides: dict[str, Any],
+                                     message: str) -> None:
+    path = write_spec(spec_doc([{"name": "a", "profile": "nvidia-h100-sxm-8gpu", "overrides": overrides}]))
+    r = cli("simulate", "validate", path)
+    assert r.exit_code == 2 and message in r.stderr and len(r.stderr.splitlines()) == 1
