@@ -220,8 +220,9 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
     intel = driver in ("intel_pstate", "intel_cpufreq")
     amd = driver.startswith("amd-pstate")
     # identical in every policy and never changed by the emulator: hard links to policy0's copy
-    shared = ["cpuinfo_min_freq", "cpuinfo_transition_latency", "scaling_driver", "scaling_available_governors",
-              "scaling_setspeed"]
+    # (cpuinfo_max_freq follows turbo in every policy at once: a write in place updates them all)
+    shared = ["cpuinfo_min_freq", "cpuinfo_max_freq", "cpuinfo_transition_latency", "scaling_driver",
+              "scaling_available_governors", "scaling_setspeed"]
     if intel and freq.get("hwp"):
         shared.append("base_frequency")
     if epp_avail:
@@ -234,7 +235,6 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
         t.d(p)
         t.a(f"{p}/affected_cpus", i)
         t.a(f"{p}/related_cpus", i)
-        t.a(f"{p}/cpuinfo_max_freq", shown_max)
         t.a(f"{p}/scaling_cur_freq", base_khz)
         t.a(f"{p}/scaling_governor", governor, W)
         t.a(f"{p}/scaling_max_freq", shown_max, W)
@@ -249,6 +249,7 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
                 busyUnderPerformance=True, governorFile=f"{p}/scaling_governor")
         if i == 0:
             t.a(f"{p}/cpuinfo_min_freq", min_khz)
+            t.a(f"{p}/cpuinfo_max_freq", shown_max)
             t.a(f"{p}/cpuinfo_transition_latency", int(freq.get("transitionLatencyNs", 0)))
             t.a(f"{p}/scaling_driver", driver)
             t.a(f"{p}/scaling_available_governors", " ".join(governors))
