@@ -5,6 +5,9 @@ unbounded allocation. Alias bombs, deep nesting and oversized files are refused.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import examples, run_python
+from reliability_support import REPO, examples, run_python
 
 from joulectl import yamlio
 from joulectl.errors import ExitCode, InputError
@@ -246,3 +249,34 @@ def test_load_json_map_accepts_only_objects(tmp_path_factory: pytest.TempPathFac
     else:
         assert isinstance(data, dict)
         assert data == json.loads(text)
+
+
+@pytest.mark.nightly
+def test_documents_near_the_size_limit_parse_or_are_refused(tmp_path: Path) -> None:
+    """Nightly: a 32 MiB flow list and a 16 MiB block document (under the 64 MiB default limit)
+    and one just over the limit: results or one InputError, never a crash (in a child process)."""
+    code = (
+        "import sys\n"
+        "from joulectl import yamlio\n"
+        "from joulectl.errors import InputError\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        docs = yamlio.load_documents(path)\n"
+        "        print(path, 'parsed', len(docs))\n"
+        "    except InputError as e:\n"
+        "        print(path, 'refused', e)\n"
+    )
+    flow, block, over = tmp_path / "flow.json", tmp_path / "block.yaml", tmp_path / "over.yaml"
+    flow.write_text("[" + ",".join(["1"] * (16 << 20)) + "]")
+    with block.open("w") as fh:
+        for i in range(1 << 20):
+            fh.write(f"- key{i}: value\n")
+    with over.open("wb") as fh:
+        fh.write(b"a: '" + b"x" * (yamlio.MAX_INPUT_BYTES + 10) + b"'\n")
+    env = {**os.environ, "PYTHONPATH": REPO}
+    child = subprocess.run([sys.executable, "-c", code, str(flow), str(block), str(over)], capture_output=True,
+                           text=True, env=env, timeout=3600, check=False)
+    assert child.returncode == 0, child.stderr[-2000:]
+    lines = child.stdout.splitlines()
+    assert lines[0].endswith("parsed 1") and lines[1].endswith("parsed 1")
+    assert "refused" in lines[2] and "larger than 64 MiB" in lines[2]
