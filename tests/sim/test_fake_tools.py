@@ -141,6 +141,12 @@ def test_supported_clocks_honour_sm_max_by_mem(trees: dict[str, Path]) -> None:
     assert mem810.findall("supported_graphics_clock")[0].text == "1395 MHz"
     text = run(trees["h100"], "nvidia-smi", "-q").stdout
     assert "Product Name                          : NVIDIA H100 80GB HBM3" in text
+    power = run(trees["h100"], "nvidia-smi", "-q", "-x", "-d", "POWER")
+    assert power.returncode == 0 and "<supported_clocks>" not in power.stdout
+    assert "<gpu_power_readings>" in power.stdout
+    bad = run(trees["h100"], "nvidia-smi", "-q", "-d", "WATTS")
+    assert bad.returncode == 2
+    assert bad.stdout == "Invalid display option \"WATTS\". Please run 'nvidia-smi -h' for help.\n"
 
 
 # -- nvidia-smi: set commands ----------------------------------------------------------------------------

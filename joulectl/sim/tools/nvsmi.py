@@ -41,6 +41,11 @@ _LONG = {
 _ALIAS = {"list-gpus": "list", "xml-format": "xml"}
 _SETTERS = ("power-limit", "lock-gpu-clocks", "lock-memory-clocks", "reset-gpu-clocks", "reset-memory-clocks",
             "persistence-mode", "applications-clocks", "reset-applications-clocks", "auto-boost-default")
+#: ``-d`` sections: SUPPORTED_CLOCKS alone prints only the clock table; any other selection prints the
+#: report without it (the emulator does not cut the report finer than that).
+_DISPLAYS = {"MEMORY", "UTILIZATION", "ECC", "TEMPERATURE", "POWER", "CLOCK", "COMPUTE", "PIDS", "PERFORMANCE",
+             "SUPPORTED_CLOCKS", "PAGE_RETIREMENT", "ACCOUNTING", "ENCODER_STATS", "FBC_STATS", "ROW_REMAPPER",
+             "VOLTAGE", "RESET_STATUS"}
 _ARCH_ORDER = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "rubin")
 _ARCH_NAME = {"ada": "Ada Lovelace", "hopper": "Hopper", "ampere": "Ampere", "blackwell": "Blackwell",
               "turing": "Turing", "volta": "Volta", "pascal": "Pascal", "maxwell": "Maxwell", "kepler": "Kepler",
@@ -383,7 +388,8 @@ def _xml(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -
                 _x("auto_boost_default", "N/A", pad + "\t"), f"{pad}</clock_policy>\n",
             ]
         sup = _supported(g)
-        if sup:
+        show_supported = not display or "SUPPORTED_CLOCKS" in display
+        if show_supported and sup:
             out.append(f"{pad}<supported_clocks>\n")
             for mem, graphics in sup:
                 out.append(f"{pad}\t<supported_mem_clock>\n")
@@ -391,7 +397,7 @@ def _xml(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -
                 out += [_x("supported_graphics_clock", f"{x} MHz", pad + "\t\t") for x in graphics]
                 out.append(f"{pad}\t</supported_mem_clock>\n")
             out.append(f"{pad}</supported_clocks>\n")
-        else:
+        elif show_supported:
             out.append(_x("supported_clocks", "N/A", pad))
         if not only_clocks:
             out.append(f"{pad}<processes>\n{pad}</processes>\n")
@@ -672,6 +678,10 @@ def run(root: str, args: list[str]) -> int:
         return _query_gpu(state, gpus, str(opts["query-gpu"]), None if fmt is None else str(fmt))
     if opts.get("query"):
         display = {d.strip().upper() for d in str(opts.get("display", "")).split(",") if d.strip()}
+        unknown = sorted(display - _DISPLAYS)
+        if unknown:
+            _out(f'Invalid display option "{unknown[0]}". Please run \'nvidia-smi -h\' for help.\n')
+            return INVALID
         if opts.get("xml"):
             _out(_xml(state, gpus, display))
         else:
