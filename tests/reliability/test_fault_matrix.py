@@ -304,3 +304,33 @@ def test_nvidia_smi_fails_at_discovery(nodes: dict[str, Node], cli: Callable[...
     r = cli("--root", str(node.root), "--tool-timeout", "1", "cap", "--watts", "500")
     assert_clean_exit(r.exit_code, r.stderr, {3})
     node.reset()
+
+
+# -- governor writes ---------------------------------------------------------------------------------
+
+#: SPEC §5: the status of a failed governor write (AMD perf level, CPU scaling_governor).
+GOVERNOR_WRITE_STATUS = {"EACCES": "refused", "EPERM": "refused", "EROFS": "refused", "EINVAL": "unsupported",
+                         "EBUSY": "unsupported", "EOPNOTSUPP": "unsupported", "ENODATA": "error",
+                         "ENODEV": "error", "EIO": "error"}
+GOVERNORS = {
+    "amd": ("mi250-0", ["governor", "set", "low"], "*/{dev}/power_dpm_force_performance_level", "0000:c1:00.0"),
+    "cpu": ("cpu-0", ["governor", "set", "performance", "--cpu"], "*/cpufreq/{dev}/scaling_governor",
+            "policy0"),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(GOVERNORS))
+@pytest.mark.parametrize("err", ERRNOS)
+def test_governor_write_fault(cap_run: Callable[..., Any], backend: str, err: str) -> None:
+    node, args, glob, dev = GOVERNORS[backend]
+    code, _, baseline, _ = cap_run(node, args)
+    assert code == 0
+    fault = Fault(glob.format(dev=dev), getattr(errno, err), on_write=True)
+    code, stderr, rows, _ = cap_run(node, args, fault)
+    assert fault.hits >= 1
+    device = next(d for d in rows if d.endswith(dev))
+    expected = GOVERNOR_WRITE_STATUS[err]
+    assert rows[device]["status"] == expected, rows[device]
+    assert errno.errorcode[getattr(errno, err)] in rows[device]["message"]
+    assert code == 5 and f"1 {expected} (see MESSAGE)" in stderr
+    _others_unchanged(rows, baseline, device)
