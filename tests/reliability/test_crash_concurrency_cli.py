@@ -72,13 +72,13 @@ def cluster(pristine: Path, tmp_path: Path) -> Iterator[Path]:
 
 
 def _kill_loop(argvs: list[list[str]], check: object, seed: int, *, group: bool = False,
-               window: tuple[float, float] = (0.0, 1.0)) -> tuple[int, int]:
+               window: tuple[float, float] = (0.0, 1.0), max_kills: int = KILLS) -> tuple[int, int]:
     """Start each command and SIGKILL it at a random point; ``check()`` after every kill.
     Returns (kills, kills that interrupted a run still in progress)."""
     rng = random.Random(seed)
     kills = interrupted = 0
     start = time.monotonic()
-    while kills < KILLS and time.monotonic() - start < LOOP_S:
+    while kills < max_kills and time.monotonic() - start < LOOP_S:
         argv = rng.choice(argvs)
         p = subprocess.Popen([sys.executable, "-m", "joulectl", *argv], stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, env=ENV, start_new_session=group)
@@ -187,7 +187,7 @@ def test_simulate_run_survives_kill9(cluster: Path) -> None:
 
     argv = ["simulate", "run", str(cluster / "spec.yaml"), "--root", str(tree), "--fast", "--ticks", "1000000",
             "--tick", "5", "--workers", "2"]
-    kills, _ = _kill_loop([argv], check, seed=11, group=True, window=(0.5, 4.0))
+    kills, _ = _kill_loop([argv], check, seed=11, group=True, window=(0.5, 3.0), max_kills=max(10, KILLS // 2))
     assert kills >= 5
     assert seen and all(tick > 0 for tick, _ in seen.values())
     r = run_joulectl("simulate", "status", "--root", str(tree), "-o", "json")

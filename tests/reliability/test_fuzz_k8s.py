@@ -121,7 +121,7 @@ affinity = st.fixed_dictionaries({}, optional={"nodeAffinity": st.fixed_dictiona
 }) | SCALARS}) | SCALARS
 
 
-@FUZZ
+@STRUCT
 @given(st.dictionaries(st.sampled_from(["joulie.io/workload-class", "x"]), st.text(max_size=12), max_size=2),
        st.fixed_dictionaries({}, optional={"affinity": affinity, "nodeSelector": json_like}))
 def test_pod_excludes_eco_of_any_spec(annotations: dict[str, str], spec: dict[str, Any]) -> None:
@@ -132,7 +132,7 @@ def test_pod_excludes_eco_of_any_spec(annotations: dict[str, str], spec: dict[st
 hami_field = st.text(alphabet="0123456789abcdefGPU-,: trueTRUEfalse", max_size=12)
 
 
-@FUZZ
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.lists(hami_field, max_size=10).map(",".join) | st.text(max_size=200))
 def test_parse_hami_register_of_any_text(value: str) -> None:
     gpus = k8s.parse_hami_register(value)
