@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno as errno_mod
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -98,6 +97,7 @@ class Host:
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT_S
     env: Mapping[str, str] | None = None
     tool_calls: list[tuple[str, ...]] = field(default_factory=list)
+    _dir_cache: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         root = os.path.abspath(os.fspath(self.root))
@@ -125,12 +125,27 @@ class Host:
             return host_path
         return self._real_root + host_path if host_path != "/" else self._real_root
 
+    def _resolved_dir(self, real_dir: str) -> str:
+        """``realpath`` of a directory, cached for the life of this Host (one command run).
+
+        sysfs puts its symlinks on directories (``bus/pci/devices/<bdf>``, ``class/powercap/<zone>``);
+        resolving each directory once instead of every component of every attribute read is most of
+        the cost of confinement.
+        """
+        resolved = self._dir_cache.get(real_dir)
+        if resolved is None:
+            resolved = self._dir_cache[real_dir] = os.path.realpath(real_dir)
+        return resolved
+
     def _checked(self, host_path: str) -> str:
         """``path()``, refusing a symlink that resolves outside the root."""
         real = self.path(host_path)
         if self.is_live:
             return real
-        resolved = os.path.realpath(real)
+        head, tail = os.path.split(real)
+        resolved = os.path.join(self._resolved_dir(head), tail) if tail else self._resolved_dir(head)
+        if tail and os.path.islink(resolved):
+            resolved = os.path.realpath(resolved)
         if resolved != self._real_root and not resolved.startswith(self._real_root + os.sep):
             raise ConfinementError(f"symlink escapes the host root to {resolved}", file=host_path)
         return resolved
@@ -242,6 +257,7 @@ class Host:
 
     def makedirs(self, host_path: str, mode: int = 0o755) -> None:
         """Create a directory (and parents) under the root."""
+        self._dir_cache.clear()
         real = self.path(host_path)
         if not self.is_live:
             # Refuse before creating anything: os.makedirs follows a symlinked ancestor, so check
@@ -282,6 +298,8 @@ class Host:
         if exe is None:
             where = f"{self.root}/bin" if not self.is_live else "PATH"
             raise ToolNotFound(tool, f"{tool} not found in {where}")
+        import subprocess
+
         limit = self.tool_timeout if timeout is None else timeout
         env = dict(os.environ if self.env is None else self.env)
         self.tool_calls.append(tuple(argv))
