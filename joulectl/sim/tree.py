@@ -71,6 +71,10 @@ class Template:
     #: directory -> {entry name: kind} ("d", "f", "l"), for resume checks
     expected: dict[str, dict[str, str]] = field(default_factory=dict)
     _lookup: tuple[dict[str, tuple[bytes, int]], dict[str, str], dict[str, str]] | None = None
+    #: read-only files and symlinks every node of the profile can share (hard links to one inode)
+    shared_files: list[tuple[str, bytes, int]] = field(default_factory=list)
+    shared_symlinks: list[tuple[str, str]] = field(default_factory=list)
+    own_files: list[tuple[str, bytes, int]] = field(default_factory=list)
 
     def d(self, path: str) -> None:
         self.dirs.append(path)
@@ -722,6 +726,15 @@ def template(prof: Profile) -> Template:
     t.dirs = ordered
     t.finish()
     _node_files_expected(t)
+    counters = {c["path"] for c in t.counters}
+    sources = {src for _, src in t.hardlinks}
+    for entry in t.files:
+        rel, _, mode = entry
+        if mode == R and rel not in counters and rel not in sources:
+            t.shared_files.append(entry)
+        else:
+            t.own_files.append(entry)
+    t.shared_symlinks = list(t.symlinks)
     if len(_TEMPLATES) >= 32:  # a long-lived process (tests, a planner) sees many profiles
         _TEMPLATES.pop(next(iter(_TEMPLATES)))
     _TEMPLATES[key] = t
@@ -779,7 +792,52 @@ def _dir_sigs(target: str, t: Template) -> dict[str, int]:
     return out
 
 
-def _render_fresh(node: SpecNode, t: Template, target: str) -> None:
+SHARED_DIR = ".joulectl-shared"
+
+
+def _ensure_store(root: str, t: Template, key: str) -> str | None:
+    """``root/.joulectl-shared/<profile hash>``: one copy of the profile's shareable entries.
+
+    Node trees hard-link their read-only attributes and symlinks to it, which costs a directory
+    entry instead of an inode each. Nothing may write these files (sysfs refuses writes to 0444
+    attributes; a write here would show in every node). Removing the store leaves every tree
+    intact. Returns None when the store cannot be made (the nodes then get their own copies).
+    """
+    base = os.path.join(root, SHARED_DIR)
+    store = os.path.join(base, key)
+    if os.path.exists(os.path.join(store, ".complete")):
+        return store
+    tmp = f"{store}.{os.getpid()}.tmp"
+    old = os.umask(0)
+    try:
+        os.makedirs(base, exist_ok=True)
+        if os.path.lexists(tmp):
+            shutil.rmtree(tmp)
+        os.mkdir(tmp, 0o755)
+        made: set[str] = set()
+        for rel in [r for r, _, _ in t.shared_files] + [r for r, _ in t.shared_symlinks]:
+            parent = rel.rpartition("/")[0]
+            if parent and parent not in made:
+                os.makedirs(os.path.join(tmp, parent), 0o755, exist_ok=True)
+                made.add(parent)
+        for rel, data, mode in t.shared_files:
+            _write_file(tmp + "/" + rel, data, mode)
+        for rel, target_rel in t.shared_symlinks:
+            os.symlink(target_rel, tmp + "/" + rel)
+        _write_file(tmp + "/.complete", b"", 0o444)
+        try:
+            os.rename(tmp, store)
+        except OSError:  # another render made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return store if os.path.exists(os.path.join(store, ".complete")) else None
+    finally:
+        os.umask(old)
+    return store
+
+
+def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = None) -> None:
     parent = os.path.dirname(target)
     tmp = os.path.join(parent, f".{node.name}.rendering")
     if os.path.lexists(tmp):
@@ -793,19 +851,33 @@ def _render_fresh(node: SpecNode, t: Template, target: str) -> None:
             mkdir(pre + d, 0o755)
         op, wr, cl = os.open, os.write, os.close
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        for rel, data, mode in t.files:
+        ln = os.link
+        own = t.own_files if store else t.files
+        for rel, data, mode in own:
             fd = op(pre + rel, flags, mode)
             if data:
                 wr(fd, data)
             cl(fd)
+        if store:
+            spre = store + "/"
+            for rel, data, mode in t.shared_files:
+                try:
+                    ln(spre + rel, pre + rel)
+                except OSError:  # EMLINK (too many links) or a damaged store: an own copy
+                    _write_file(pre + rel, data, mode)
+            for rel, target_rel in t.shared_symlinks:
+                try:
+                    ln(spre + rel, pre + rel, follow_symlinks=False)
+                except OSError:
+                    os.symlink(target_rel, pre + rel)
         for rel, data, mode in _node_files(node, t):
             _write_file(pre + rel, data, mode)
-        ln = os.link
         for rel, src in t.hardlinks:
             ln(pre + src, pre + rel)
-        sl = os.symlink
-        for rel, target_rel in t.symlinks:
-            sl(target_rel, pre + rel)
+        if not store:
+            sl = os.symlink
+            for rel, target_rel in t.symlinks:
+                sl(target_rel, pre + rel)
     finally:
         os.umask(old)
     os.rename(tmp, target)
@@ -926,11 +998,13 @@ def _node_files_expected(t: Template) -> None:
 
 _POOL_NODES: list[SpecNode] = []
 _POOL_ROOT = ""
+_POOL_STORES: dict[str, str | None] = {}
 
 
 def _pool_render(i: int) -> tuple[str, str]:
     node = _POOL_NODES[i]
-    _render_fresh(node, template(node.profile), os.path.join(_POOL_ROOT, node.name))
+    store = _POOL_STORES.get(node.profile.profile_hash())
+    _render_fresh(node, template(node.profile), os.path.join(_POOL_ROOT, node.name), store)
     return node.name, "rendered"
 
 
@@ -951,7 +1025,7 @@ def render_nodes(
     Existing trees are checked and completed first, in order; then the fresh trees are rendered,
     on ``workers`` forked processes (default: one per CPU when there are 16 or more).
     """
-    global _POOL_NODES, _POOL_ROOT
+    global _POOL_NODES, _POOL_ROOT, _POOL_STORES
     if os.path.exists(root) and not os.path.isdir(root):
         raise RenderError("is not a directory", file=root, field="--root")
     try:
@@ -972,11 +1046,20 @@ def render_nodes(
                 progress(node.name, "resumed")
         else:
             fresh.append(node)
+    per_profile: dict[str, int] = {}
+    for node in fresh:
+        key = node.profile.profile_hash()
+        per_profile[key] = per_profile.get(key, 0) + 1
+    stores: dict[str, str | None] = {}
+    for node in fresh:
+        key = node.profile.profile_hash()
+        if key not in stores:
+            stores[key] = _ensure_store(root, template(node.profile), key) if per_profile[key] > 1 else None
     n_workers = _auto_workers(len(fresh)) if workers is None else max(1, workers)
     if n_workers > 1 and len(fresh) > 1:
         import multiprocessing
 
-        _POOL_NODES, _POOL_ROOT = fresh, root
+        _POOL_NODES, _POOL_ROOT, _POOL_STORES = fresh, root, stores
         ctx = multiprocessing.get_context("fork")
         try:
             with ctx.Pool(n_workers) as pool:
@@ -985,12 +1068,13 @@ def render_nodes(
                     if progress:
                         progress(name, what)
         finally:
-            _POOL_NODES, _POOL_ROOT = [], ""
+            _POOL_NODES, _POOL_ROOT, _POOL_STORES = [], "", {}
         order = {n.name: i for i, n in enumerate(fresh)}
         stats.rendered.sort(key=order.__getitem__)
     else:
         for node in fresh:
-            _render_fresh(node, template(node.profile), os.path.join(root, node.name))
+            _render_fresh(node, template(node.profile), os.path.join(root, node.name),
+                          stores.get(node.profile.profile_hash()))
             stats.rendered.append(node.name)
             if progress:
                 progress(node.name, "rendered")

@@ -335,3 +335,37 @@ def test_root_that_is_a_file_is_an_input_error(cli, tmp_path: Path) -> None:
     root.write_text("x")
     r = cli("simulate", "render", "examples/sim/smoke.yaml", "--root", str(root))
     assert (r.exit_code, r.stderr) == (2, f"joulectl: error: {root}: --root: is not a directory\n")
+
+
+def test_nodes_of_one_profile_share_read_only_inodes(tmp_path: Path) -> None:
+    spec = parse_spec(spec_doc([{"name": "x", "profile": "intel-xeon-2s-rapl", "count": 3}]), "x")
+    render_nodes(spec.nodes, str(tmp_path), workers=1)
+    store = tmp_path / ".joulectl-shared" / spec.nodes[0].profile.profile_hash()
+    assert (store / ".complete").exists()
+    rel = "sys/devices/system/cpu/cpufreq/policy9/affected_cpus"
+    inodes = {os.stat(tmp_path / f"x-{i}" / rel).st_ino for i in range(3)}
+    assert inodes == {os.stat(store / rel).st_ino}
+    link = "sys/devices/system/cpu/cpu9/cpufreq"
+    assert {os.lstat(tmp_path / f"x-{i}" / link).st_ino for i in range(3)} == {os.lstat(store / link).st_ino}
+    assert os.path.realpath(tmp_path / "x-1" / link) == str((tmp_path / "x-1" / "sys/devices/system/cpu/cpufreq/"
+                                                              "policy9").resolve())
+    # writable attributes and counters stay one inode per node
+    for own in ("sys/devices/system/cpu/cpufreq/policy9/scaling_governor",
+                "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/energy_uj",
+                "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/constraint_0_power_limit_uw"):
+        assert len({os.stat(tmp_path / f"x-{i}" / own).st_ino for i in range(3)}) == 3
+    # the trees do not depend on the store, and a resume gives a missing shared entry its own copy
+    shutil.rmtree(tmp_path / ".joulectl-shared")
+    (tmp_path / "x-2" / rel).unlink()
+    stats = render_nodes(spec.nodes, str(tmp_path))
+    assert stats.created_entries == 1 and read(tmp_path / "x-2" / rel) == "9"
+    assert read(tmp_path / "x-0" / rel) == "9"
+
+
+def test_status_ignores_the_shared_store(cli, tmp_path: Path, write_spec) -> None:
+    spec = write_spec(spec_doc([{"name": "v", "profile": "vm-no-powercap", "count": 2}]))
+    assert cli("simulate", "render", spec, "--root", str(tmp_path / "r")).exit_code == 0
+    assert (tmp_path / "r" / ".joulectl-shared").is_dir()
+    r = cli("simulate", "status", "--root", str(tmp_path / "r"), "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert [n["node"] for n in json.loads(r.stdout)["nodes"]] == ["v-0", "v-1"]
