@@ -474,6 +474,7 @@ def _amd(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
             t.a(f"{h}/temp3_input", temp)
             t.a(f"{h}/temp3_label", "mem")
             t.c(f"{h}/temp2_input", "temp_mc", comp)
+            t.c(f"{h}/temp3_input", "temp_mc", comp)
         else:
             t.a(f"{h}/temp1_input", temp)
             t.a(f"{h}/temp1_label", "edge")
@@ -539,8 +540,9 @@ def _intel(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
         if driver == "xe":
             t.a(f"{h}/{ch}_label", "pkg")
             t.a(f"{h}/{en}_label", "pkg")
-        t.a(f"{h}/temp1_input" if driver == "i915" else f"{h}/temp2_input",
-            int(float(g.get("temperatureC", 35)) * 1000))
+        temp_file = f"{h}/temp1_input" if driver == "i915" else f"{h}/temp2_input"
+        t.a(temp_file, int(float(g.get("temperatureC", 35)) * 1000))
+        t.c(temp_file, "temp_mc", comp)
         t.w(f"{h}/{ch}_max", "intel_pl1", comp, clampUw=clamp, ratedMaxUw=rated, zeroDisables=True,
             default=str(rated))
         t.w(f"{h}/{ch}_max_interval", "intel_pl1_interval", comp, maxMs=256_000, default="1000")
@@ -730,7 +732,9 @@ def template(prof: Profile) -> Template:
     sources = {src for _, src in t.hardlinks}
     for entry in t.files:
         rel, _, mode = entry
-        if mode == R and rel not in counters and rel not in sources:
+        name = rel.rpartition("/")[2]
+        if mode == R and rel not in counters and rel not in sources and not name.endswith(_LIVE_SUFFIXES) \
+                and name not in _LIVE_NAMES:
             t.shared_files.append(entry)
         else:
             t.own_files.append(entry)
@@ -793,6 +797,9 @@ def _dir_sigs(target: str, t: Template) -> dict[str, int]:
 
 
 SHARED_DIR = ".joulectl-shared"
+#: read-only attributes an emulator may advance (hwmon readings, busy percent): never shared
+_LIVE_SUFFIXES = ("_input", "_average", "_uj", "_freq")
+_LIVE_NAMES = frozenset({"gpu_busy_percent", "pp_dpm_sclk", "power_dpm_force_performance_level", "power1_cap_default"})
 
 
 def _ensure_store(root: str, t: Template, key: str) -> str | None:

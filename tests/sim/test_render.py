@@ -369,3 +369,18 @@ def test_status_ignores_the_shared_store(cli, tmp_path: Path, write_spec) -> Non
     r = cli("simulate", "status", "--root", str(tmp_path / "r"), "-o", "json")
     assert r.exit_code == 0, r.stderr
     assert [n["node"] for n in json.loads(r.stdout)["nodes"]] == ["v-0", "v-1"]
+
+
+@pytest.mark.parametrize("profile", ["amd-instinct-mi300x-8gpu", "intel-flex-170-4gpu", "nvidia-h100-sxm-8gpu"])
+def test_no_writable_or_advancing_file_is_shared(tmp_path: Path, profile: str) -> None:
+    spec = parse_spec(spec_doc([{"name": "s", "profile": profile, "count": 2}]), "x")
+    render_nodes(spec.nodes, str(tmp_path), workers=1)
+    m = load_manifest(str(tmp_path / "s-0"))
+    paths = [w["path"] for w in m["writable"]] + [c["path"] for c in m["counters"]]
+    assert paths
+    for rel in paths:
+        assert os.stat(tmp_path / "s-0" / rel).st_ino != os.stat(tmp_path / "s-1" / rel).st_ino, rel
+    for tree in (tmp_path / "s-0", tmp_path / "s-1"):
+        for p in tree.rglob("*"):
+            if p.is_file() and not p.is_symlink() and os.stat(p).st_nlink > 1:
+                assert mode(p) & 0o222 == 0 or p.name == "scaling_setspeed", p
