@@ -12,12 +12,14 @@ after the current tick.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import multiprocessing
 import os
 import signal
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,13 +27,16 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from joulectl.errors import InputError, JoulectlError
+from joulectl.render import warn
 from joulectl.sim import layout, telemetry
 from joulectl.sim import ledger as ledger_mod
 from joulectl.sim import physics as ph
-from joulectl.sim.tick import BaseLoad, Event, NodeModel, NodeRuntime, Sample
+from joulectl.sim.tick import BaseLoad, Event, NodeModel, NodeRuntime, ReadbackMarks, Sample
 
 #: Workers contend past about 12 (emulate-mode seed, "Tick cost").
 MAX_WORKERS = 12
+#: add_watch errnos that mean a limit, not a broken tree: no further node of the shard is tried.
+_LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE, errno.ENOMEM)
 ProgressFn = Callable[[int, int | None, list[Sample]], None]
 
 
@@ -110,17 +115,72 @@ def _ensure_trees(spec: Any, root: str, progress: Callable[[str, str], None] | N
 # -- workers -------------------------------------------------------------------------------------
 
 
-class Shard:
-    """A set of nodes stepped together (in this process or in a worker process)."""
+READBACK_MODES = ("auto", "inotify", "poll")
 
-    def __init__(self, entries: list[NodeEntry], nvml_io: Any) -> None:
-        self.nodes = [NodeRuntime(e.dir, e.model, e.load, zone_offset_c=e.zone_offset_c, facility=e.facility,
-                                  nvml_io=nvml_io if e.model.nvml else None) for e in entries]
+
+def readback_mode() -> str:
+    """``SIM_READBACK`` (poll, inotify or auto; default auto)."""
+    value = os.environ.get("SIM_READBACK", "").strip().lower() or "auto"
+    if value not in READBACK_MODES:
+        raise InputError(f"must be poll, inotify or auto (got {value!r})", field="SIM_READBACK")
+    return value
+
+
+def _open_watcher(mode: str) -> Any:
+    """The shard's inotify watcher, or None for polling (``poll``, or ``auto`` where inotify is missing)."""
+    if mode == "poll":
+        return None
+    from joulectl.sim import inotify
+
+    try:
+        return inotify.Watcher(inotify.Inotify())
+    except inotify.Unavailable as exc:
+        if mode == "inotify":
+            raise JoulectlError(f"SIM_READBACK=inotify: inotify is not available here ({exc.strerror})") from None
+        if sys.platform.startswith("linux"):
+            warn(f"simulate run: inotify unavailable ({exc.strerror}); polling every writable file each tick")
+        return None
+
+
+class Shard:
+    """A set of nodes stepped together (in this process or in a worker process).
+
+    With a watcher (SIM_READBACK auto or inotify), the parent directories of every node's
+    writable files are watched before the node reads its tree; a node whose watches cannot be
+    added (``max_user_watches`` reached, or a directory missing) is polled, with one warning line
+    for the shard.
+    """
+
+    def __init__(self, entries: list[NodeEntry], nvml_io: Any, mode: str = "poll") -> None:
+        self.watcher = _open_watcher(mode)
+        self.nodes: list[NodeRuntime] = []
+        failed: list[tuple[str, OSError]] = []
+        for e in entries:
+            marks = ReadbackMarks(polled=True)
+            if self.watcher is not None and not (failed and failed[-1][1].errno in _LIMIT_ERRNOS):
+                prefix = os.path.join(e.dir, "")
+                try:
+                    self.watcher.watch(marks, [prefix + w.rel for w in e.model.writables])
+                    marks.polled = False
+                except OSError as exc:
+                    failed.append((e.model.node, exc))
+            elif self.watcher is not None:
+                failed.append((e.model.node, failed[-1][1]))
+            self.nodes.append(NodeRuntime(e.dir, e.model, e.load, zone_offset_c=e.zone_offset_c, facility=e.facility,
+                                          nvml_io=nvml_io if e.model.nvml else None, marks=marks))
+        if failed:
+            node, first = failed[0]
+            reason = ("the inotify watch limit (fs.inotify.max_user_watches) is reached"
+                      if first.errno in _LIMIT_ERRNOS else f"inotify_add_watch: {first.strerror}")
+            warn(f"simulate run: {reason}: {len(failed)} node(s) from {node} on are polled instead")
 
     def tick(self, now: float, dt_s: float) -> tuple[list[Sample], list[Event]]:
         samples: list[Sample] = []
         events: list[Event] = []
+        watcher = self.watcher
         for rt in self.nodes:
+            if watcher is not None:
+                watcher.drain()
             rt.readback(now)
             samples.append(rt.step(now, dt_s))
             if rt.events:
@@ -132,6 +192,11 @@ class Shard:
         for rt in self.nodes:
             rt.save_cache()
 
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.ino.close()
+            self.watcher = None
+
     def startup_events(self) -> list[Event]:
         events: list[Event] = []
         for rt in self.nodes:
@@ -140,15 +205,16 @@ class Shard:
         return events
 
 
-def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any) -> None:
+def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        shard = Shard(entries, nvml_io)
+        shard = Shard(entries, nvml_io, mode)
         conn.send(("ready", shard.startup_events()))
         while True:
             msg = conn.recv()
             if msg[0] != "tick":
                 shard.save_caches()
+                shard.close()
                 conn.send(("ok", None))
                 break
             conn.send(("ok", shard.tick(msg[1], msg[2])))
@@ -166,18 +232,18 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any) -> None:
 class _Pool:
     """Shards in worker processes (fork), or one shard in this process for one worker."""
 
-    def __init__(self, shards: list[list[NodeEntry]], nvml_io: Any) -> None:
+    def __init__(self, shards: list[list[NodeEntry]], nvml_io: Any, mode: str = "poll") -> None:
         self.local: Shard | None = None
         self.procs: list[tuple[Any, Connection]] = []
         self.startup: list[Event] = []
         if len(shards) == 1:
-            self.local = Shard(shards[0], nvml_io)
+            self.local = Shard(shards[0], nvml_io, mode)
             self.startup = self.local.startup_events()
             return
         ctx = multiprocessing.get_context("fork")
         for entries in shards:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, entries, nvml_io), daemon=True)
+            proc = ctx.Process(target=_worker, args=(child, entries, nvml_io, mode), daemon=True)
             proc.start()
             child.close()
             self.procs.append((proc, parent))
@@ -211,6 +277,7 @@ class _Pool:
     def close(self) -> None:
         if self.local is not None:
             self.local.save_caches()
+            self.local.close()
         for _proc, conn in self.procs:
             try:
                 conn.send(("stop",))
@@ -301,6 +368,7 @@ def run(
         raise InputError("must be a non-negative number of seconds", field="--duration")
     if workers is not None and workers < 1:
         raise InputError("must be at least 1", field="--workers")
+    readback_mode()  # a bad SIM_READBACK stops the start before anything is rendered
     spec = load_spec(spec_path, profiles_dir)
     root = os.path.abspath(root)
     if os.path.exists(root) and not os.path.isdir(root):
@@ -336,6 +404,7 @@ def run_entries(
     clock: Callable[[], float] = time.time,
 ) -> RunSummary:
     """The tick loop over prepared nodes (what :func:`run` does after the trees exist)."""
+    mode = readback_mode()
     n_workers = max(1, min(workers or default_workers(), len(entries) or 1))
     shards = [entries[i::n_workers] for i in range(n_workers)]
     total = ticks
@@ -354,7 +423,7 @@ def run_entries(
     summary = RunSummary(nodes=len(entries), rendered=rendered, resumed=resumed, ticks=0, workers=n_workers,
                          seconds=0.0)
     wall0 = time.monotonic()
-    pool = _Pool(shards, _nvml_io())
+    pool = _Pool(shards, _nvml_io(), mode)
     try:
         summary.events += telemetry.append_events(root, pool.startup)
         models = [e.model for e in entries]

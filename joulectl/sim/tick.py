@@ -27,6 +27,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,6 +195,16 @@ class Sample:
     governors: dict[str, str]
     virtual: bool = False
     start_s: float = 0.0
+
+
+@dataclass
+class ReadbackMarks:
+    """What the readback of a node must look at: the writables (indices) an inotify watch named
+    since the last tick, a full poll once (queue overflow), or polling for good (no watch)."""
+
+    dirty: set[int] = field(default_factory=set)
+    full_poll: bool = False
+    polled: bool = False
 
 
 # -- file helpers --------------------------------------------------------------------------------
@@ -371,8 +382,11 @@ class NodeRuntime:
     """One node's emulation state, kept in memory between ticks."""
 
     def __init__(self, node_dir: str, model: NodeModel, load: BaseLoad, *, zone_offset_c: float = 0.0,
-                 facility: dict[str, float] | None = None, nvml_io: Any = None) -> None:
+                 facility: dict[str, float] | None = None, nvml_io: Any = None,
+                 marks: ReadbackMarks | None = None) -> None:
         self.dir = node_dir
+        # Set by the shard's inotify watcher; without one the node is polled.
+        self.marks = marks if marks is not None else ReadbackMarks(polled=True)
         self.model = model
         self.load = load
         self.zone_offset_c = zone_offset_c
@@ -387,13 +401,16 @@ class NodeRuntime:
         self._index: dict[tuple[str, str], Writable] = {}
         self._freq_cache: dict[int, float] | None = None
         self._governors: dict[str, str] = {}
+        self._epp_saved: dict[str, str] = {}
         prefix = os.path.join(node_dir, "")
         cache = self._load_cache()
         cached_w = cache.get("w", {})
         cached_c = cache.get("c", {})
         fresh: list[Writable] = []
         lstat = os.lstat
-        for w in model.writables:
+        links: dict[int, tuple[int, int]] = {}
+        was: dict[int, str] = {}  # governors changed while the simulator was down: the value before
+        for n, w in enumerate(model.writables):
             self.by_component.setdefault(w.component, []).append(w)
             self._by_rel.setdefault(w.rel, []).append(w)
             self._index.setdefault((w.component, w.kind), w)
@@ -403,11 +420,15 @@ class NodeRuntime:
             except OSError:
                 w.sig, w.text = None, ""
                 continue
+            if st.st_nlink > 1:
+                links[n] = (st.st_dev, st.st_ino)
             w.sig = (st.st_mtime_ns, st.st_size, st.st_ino)
             hit = cached_w.get(w.rel)
             if hit is not None and tuple(hit[:3]) == w.sig:
                 w.text = hit[3]
                 continue
+            if hit is not None and w.kind == "cpufreq_governor":
+                was[n] = str(hit[3])
             text = read_text(path)
             w.text = text if text is not None else ""
             if w.kind == "amd_sclk":
@@ -434,8 +455,24 @@ class NodeRuntime:
                 c.sig = None
         self._initial_check(time.time(), fresh)
         self._paths = [w.path for w in model.writables]
+        # Writables sharing an inode (hard links): a write through one path is a write to all.
+        self._siblings: dict[int, list[int]] = {}
+        if links:
+            by_ino: dict[tuple[int, int], list[int]] = {}
+            for i, key in links.items():
+                by_ino.setdefault(key, []).append(i)
+            for group in by_ino.values():
+                if len(group) > 1:
+                    for i in group:
+                        self._siblings[i] = [j for j in group if j != i]
         self._sigs: list[tuple[int, int, int] | None] = [w.sig for w in model.writables]
         self._pos = {id(w): i for i, w in enumerate(model.writables)}
+        for n, w in enumerate(model.writables):
+            # A policy switched while the simulator was down: EPP follows as if it had been running.
+            if w.kind == "cpufreq_governor":
+                old = was.get(n, "").strip()
+                if w.text.strip() == "performance" or old == "performance":
+                    self._epp_follows_governor(w.component, old, w.text.strip())
         # scaling_cur_freq of every policy of a package carries the same value: one check per package.
         self._freq_groups: dict[int, list[CounterFile]] = {}
         self._other_counters: list[CounterFile] = []
@@ -521,15 +558,34 @@ class NodeRuntime:
         }))
 
     def readback(self, now: float) -> None:
-        """Take or refuse what agents wrote since the last tick (one lstat per writable file).
+        """Take or refuse what agents wrote since the last tick.
 
-        The loop is the tick's hot path (529 files on a two-socket Intel node): paths and
-        signatures sit in flat lists, and only a file whose signature moved is looked at further.
+        Polled (no inotify for this node, or the queue overflowed): one ``lstat`` per writable file
+        (529 on a two-socket Intel node). Watched: only the files the shard's
+        :class:`~joulectl.sim.inotify.Watcher` marked dirty since the last tick (and their hard
+        links). Either way a file is looked at further only when its signature moved since the
+        emulator last wrote or read it, so the tick's own rewrites are never taken for agent writes.
         """
+        marks = self.marks
+        if marks.polled or marks.full_poll:
+            marks.full_poll = False
+            marks.dirty.clear()
+            self._check(range(len(self._paths)), now)
+            return
+        if not marks.dirty:
+            return
+        dirty = marks.dirty
+        marks.dirty = set()
+        if self._siblings:
+            for i in list(dirty):
+                dirty.update(self._siblings.get(i, ()))
+        self._check(sorted(dirty), now)
+
+    def _check(self, indices: Iterable[int], now: float) -> None:
         lstat = os.lstat
         paths = self._paths
         sigs = self._sigs
-        for i in range(len(paths)):
+        for i in indices:
             try:
                 st = lstat(paths[i])
             except OSError:
@@ -565,15 +621,49 @@ class NodeRuntime:
                 "file": "/" + w.rel, "kind": w.kind, "value": written.strip()[:64],
                 "readback": verdict.text.strip(),
             }))
+        before = w.text
         w.text = verdict.text
         if w.kind in _FREQ_KINDS:
             self._freq_cache = None
+        if w.kind == "cpufreq_governor" and before.strip() != verdict.text.strip():
+            self._epp_follows_governor(w.component, before.strip(), verdict.text.strip())
         out = self._sclk_render(w) if w.kind == "amd_sclk" else verdict.text
         if out != written:
             w.sig = write_in_place(path, out)
             self.writes += 1
         else:
             w.sig = sig
+
+    def _epp_follows_governor(self, policy: str, old: str, new: str) -> None:
+        """intel_pstate / amd-pstate active mode: the ``performance`` policy pins EPP to performance.
+
+        Switching to it saves the EPP in force and shows ``performance``; switching back restores
+        the saved EPP (the rule's default, else ``balance_performance``, when none was saved), as
+        ``intel_pstate_hwp_set`` does. An EPP an agent wrote since the last tick is left on disk for
+        its own check, which then sees the new policy (``EBUSY`` under performance).
+        """
+        e = self._index.get((policy, "epp"))
+        if e is None:
+            return
+        if new == "performance":
+            if e.text.strip() in ("performance", "0"):
+                return
+            self._epp_saved[policy] = e.text
+            text = "performance\n"
+        elif old == "performance":
+            fallback = e.rule.default or "balance_performance\n"
+            text = self._epp_saved.pop(policy, fallback)
+        else:
+            return
+        e.text = text
+        try:
+            sig = _sig(os.lstat(e.path))
+        except OSError:
+            return
+        if sig == e.sig:
+            e.sig = write_in_place(e.path, text)
+            self.writes += 1
+            self._sigs[self._pos[id(e)]] = e.sig
 
     def _sclk_render(self, w: Writable) -> str:
         levels = tuple(int(x) for x in w.rule.allowed)
@@ -659,7 +749,8 @@ class NodeRuntime:
         if m.psys:
             comp_power["psys"] = cpu_total + gpu_total + 40.0
         comp_power["host"] = cpu_total + gpu_total
-        st.setdefault("t0", round(now, 3))
+        # The counters start where the first tick's interval starts, not where it ends.
+        st.setdefault("t0", round(now - dt_s, 3))
         # Energy: unwrapped totals in the ledger, µJ (mJ for NVML GPUs).
         for comp, watts in comp_power.items():
             unit = 1000.0 if (comp.startswith("gpu") and m.nvml) else 1_000_000.0
@@ -745,6 +836,11 @@ class NodeRuntime:
         temp = st.get(f"T.{key}", amb)
         thermal = ph.throttle_fraction(temp, ph.GPU_THERMAL.throttle_start_c, ph.GPU_THERMAL.throttle_full_c)
         power = ph.gpu_power(g, util, cap, wc, wm, clock_frac * (1.0 - 0.35 * thermal))
+        if dev is not None:
+            floor_frac = self.nvml_io.lock_floor_frac(dev)
+            if floor_frac > 0:
+                # A graphics clock lock's floor holds even idle: the clock (and its power) stays up.
+                power = max(power, min(cap, ph.gpu_locked_floor_w(g, floor_frac)))
         st[f"T.{key}"] = ph.first_order(temp, ph.steady_temp_c(amb, power, ph.GPU_THERMAL.w_per_c), dt_s,
                                         ph.GPU_THERMAL.tau_s)
         st[f"P.{key}"] = ph.first_order(st.get(f"P.{key}", power), power, dt_s, ph.GPU_TELEMETRY_S)
