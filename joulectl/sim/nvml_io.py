@@ -176,6 +176,20 @@ class NvmlIO:
             pick = min(mems, key=lambda x: min(abs(x - lo), abs(x - hi))) if mems else hi
         return pick
 
+    @staticmethod
+    def lock_floor_mhz(dev: dict[str, Any]) -> float:
+        """The floor of a graphics clock lock (``-lgc MIN,MAX``), MHz; 0 without a lock."""
+        g = _range((dev.get("clocks") or {}).get("lockedGraphics"))
+        return float(g[0]) if g is not None and g[0] > 0 else 0.0
+
+    def lock_floor_frac(self, dev: dict[str, Any]) -> float:
+        """The lock floor as a fraction of the SM maximum (0 without a lock)."""
+        floor = self.lock_floor_mhz(dev)
+        bound, sm_max = self.sm_bound_mhz(dev)
+        if floor <= 0 or sm_max <= 0:
+            return 0.0
+        return min(floor, bound or floor) / sm_max
+
     def clock_frac(self, dev: dict[str, Any]) -> float:
         bound, sm_max = self.sm_bound_mhz(dev)
         return bound / sm_max if sm_max > 0 and bound > 0 else 1.0
@@ -216,6 +230,11 @@ class NvmlIO:
             sm = min(sm, bound) if bound else sm
         else:
             sm = bound * (max(0.0, min(1.0, ratio)) ** (1.0 / 1.35))
+        floor = self.lock_floor_mhz(dev)
+        if floor > 0 and ratio >= 0.999:
+            # A locked GPU runs inside [min, max] of the lock, idle or not (only the power limit
+            # pulls it below the floor).
+            sm = max(sm, min(floor, bound) if bound else floor)
         clocks["smMhz"] = round(sm)
         clocks["graphicsMhz"] = round(sm)
         mem = self.memory_mhz(dev)

@@ -277,6 +277,16 @@ def gpu_natural_power(g: GpuParams, util: float, wc: float, wm: float, clock_fra
     return wc * compute + wm * memory
 
 
+#: Share of the dynamic range an idle GPU draws with its graphics clock held at the SM maximum
+#: by a clock lock (scaled by the lock floor's clock fraction^1.35): an assumption.
+LOCKED_IDLE_SHARE = 0.12
+
+
+def gpu_locked_floor_w(g: GpuParams, floor_frac: float) -> float:
+    """Idle board power with the graphics clock held at ``floor_frac`` of its maximum by a lock."""
+    return g.idle_w + LOCKED_IDLE_SHARE * (g.max_w - g.idle_w) * math.pow(clamp01(floor_frac), 1.35)
+
+
 def gpu_power(g: GpuParams, util: float, cap_w: float, wc: float, wm: float, clock_frac: float = 1.0) -> float:
     """``min(Pnat, cap)`` floored at idle, or at 0.10·idle while capped (< 0.99·max) and idle."""
     natural = gpu_natural_power(g, util, wc, wm, clock_frac)

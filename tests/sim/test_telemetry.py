@@ -123,3 +123,19 @@ def test_label_values_are_escaped() -> None:
     s = Sample('we"ird', 1.0, 10.0, 10.0, 0.0, {"host": ("host", 5.0)}, {}, {}, {}, start_s=0.5)
     text = telemetry.prometheus([s], None)
     assert 'hw_host_energy_joules_total{node="we\\"ird"} 5.000000' in text
+
+
+def test_otlp_start_time_is_the_start_of_the_first_tick(tmp_path: Path) -> None:
+    """After 3 fast one-second ticks the host energy over start-to-sample is the node power (not 1.5x)."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    root = tmp_path / "root"
+    runtime.run(str(spec), str(root), ticks=3, fast=True, workers=1)
+    point = _otlp(root)["intel-0"]["hw.host.energy"]["sum"]["dataPoints"][0]
+    seconds = (int(point["timeUnixNano"]) - int(point["startTimeUnixNano"])) / 1e9
+    assert seconds == pytest.approx(3.0, abs=0.01)
+    prom = (root / "metrics.prom").read_text()
+    match = re.search(r'joulie_sim_node_power_watts\{node="intel-0"\} ([0-9.]+)', prom)
+    assert match is not None
+    power = float(match.group(1))
+    assert point["asDouble"] / seconds == pytest.approx(power, rel=0.02)
