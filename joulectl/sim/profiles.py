@@ -484,6 +484,8 @@ def load_board(path: str, *, label: str) -> tuple[list[dict[str, Any]], dict[str
         merged.setdefault("minor_number", dev["index"])
         out.append(merged)
     out.sort(key=lambda d: int(d["index"]))
+    for i, d in enumerate(out):
+        _check_board_device(d, f"devices[{i}]", path)
     minors = [int(d["minor_number"]) for d in out]
     if len(set(minors)) != len(minors) or any(m < 0 or m > 254 for m in minors):
         raise InputError("minor numbers must be distinct and within 0-254", file=path, field="devices")
@@ -491,9 +493,65 @@ def load_board(path: str, *, label: str) -> tuple[list[dict[str, Any]], dict[str
         for key in ("uuid",):
             if not d.get(key):
                 raise InputError(f"{key} is required", file=path, field=f"devices[{i}].{key}")
-        if not (d.get("pci") or {}).get("bus_id"):
-            raise InputError("pci.bus_id is required", file=path, field=f"devices[{i}].pci.bus_id")
+        bus_id = (d.get("pci") or {}).get("bus_id")
+        if not isinstance(bus_id, str) or not bus_id:
+            raise InputError("pci.bus_id is required (a string)", file=path, field=f"devices[{i}].pci.bus_id")
     return out, dict(system)
+
+
+#: Typed fields of a mock-NVML device that the renderer reads: section -> integer keys.
+_BOARD_INT_FIELDS: dict[str, tuple[str, ...]] = {
+    "pci": ("device_id", "subsystem_id"),
+    "power": ("default_limit_mw", "enforced_limit_mw", "min_limit_mw", "max_limit_mw", "current_draw_mw"),
+    "clocks": ("graphics_current", "graphics_max", "graphics_app", "sm_current", "sm_max", "memory_current",
+               "memory_max", "memory_app", "video_current", "video_max"),
+    "memory": ("total_bytes", "reserved_bytes", "free_bytes", "used_bytes"),
+    "compute_capability": ("major", "minor"),
+    "thermal": ("temperature_gpu_c", "temperature_memory_c"),
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_board_device(d: dict[str, Any], path: str, file: str) -> None:
+    """Type-check the fields of one merged mock-NVML device that rendering reads (exit 2, named)."""
+    if not _is_int(d.get("minor_number")):
+        raise InputError(f"must be an integer, found {d.get('minor_number')!r}", file=file,
+                         field=f"{path}.minor_number")
+    for section, keys in _BOARD_INT_FIELDS.items():
+        value = d.get(section)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise InputError(f"must be a mapping, found {type(value).__name__}", file=file, field=f"{path}.{section}")
+        for key in keys:
+            if key in value and value[key] is not None and not (_is_int(value[key]) and value[key] >= 0):
+                raise InputError(f"must be a whole number >= 0, found {value[key]!r}", file=file,
+                                 field=f"{path}.{section}.{key}")
+    for lock in ("locked_graphics", "locked_memory"):
+        value = (d.get("clocks") or {}).get(lock)
+        if value is not None and not (isinstance(value, dict) and all(
+                _is_int(value.get(k)) for k in ("min_mhz", "max_mhz"))):
+            raise InputError("must be a mapping of integer min_mhz and max_mhz", file=file,
+                             field=f"{path}.clocks.{lock}")
+    sc = d.get("supported_clocks")
+    if sc is not None:
+        clocks = sc.get("memory_clocks") if isinstance(sc, dict) else None
+        if not isinstance(clocks, list):
+            raise InputError("must be a mapping with a memory_clocks list", file=file,
+                             field=f"{path}.supported_clocks")
+        for j, m in enumerate(clocks):
+            where = f"{path}.supported_clocks.memory_clocks[{j}]"
+            if not isinstance(m, dict) or not _is_int(m.get("freq_mhz")):
+                raise InputError("must be a mapping with an integer freq_mhz", file=file, field=where)
+            graphics = m.get("graphics_clocks") or []
+            if not isinstance(graphics, list) or not all(_is_int(x) for x in graphics):
+                raise InputError("must be a list of integers", file=file, field=f"{where}.graphics_clocks")
+    for key in ("uuid", "name", "architecture"):
+        if key in d and d[key] is not None and not isinstance(d[key], str):
+            raise InputError(f"must be a string, found {d[key]!r}", file=file, field=f"{path}.{key}")
 
 
 def _require(data: dict[str, Any], path: str, label: str) -> Any:

@@ -153,3 +153,42 @@ def test_extends_unknown_profile(tmp_path: Path) -> None:
     (tmp_path / "orphan.yaml").write_text(yaml.safe_dump({"name": "orphan", "extends": "nope"}))
     with pytest.raises(InputError, match="extends unknown profile 'nope'"):
         ProfileSet(str(tmp_path)).get("orphan")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "field", "problem"),
+    [
+        ("device", {"minor_number": None}, "devices[0].minor_number", "must be an integer, found None"),
+        ("device", {"minor_number": "x"}, "devices[0].minor_number", "must be an integer, found 'x'"),
+        ("defaults", {"memory": True}, "devices[0].memory", "must be a mapping, found bool"),
+        ("defaults", {"memory": {"total_bytes": "x"}}, "devices[0].memory.total_bytes",
+         "must be a whole number >= 0, found 'x'"),
+        ("device", {"pci": "x"}, "devices[0].pci", "must be a mapping, found str"),
+        ("defaults", {"power": {"max_limit_mw": -5}}, "devices[0].power.max_limit_mw",
+         "must be a whole number >= 0, found -5"),
+        ("defaults", {"supported_clocks": {"memory_clocks": [{"freq_mhz": "fast"}]}},
+         "devices[0].supported_clocks.memory_clocks[0]", "must be a mapping with an integer freq_mhz"),
+    ],
+)
+def test_mistyped_board_fields_are_named(tmp_path: Path, where: str, value: dict[str, object], field: str,
+                                          problem: str) -> None:
+    """A mistyped mock-NVML field is exit 2 naming the board file and field, never an internal error."""
+    path = _local_board(tmp_path)
+    board = yaml.safe_load(path.read_text())
+    if where == "device":
+        board["devices"][0].update(value)
+    else:
+        board["device_defaults"].update(value)
+    path.write_text(yaml.safe_dump(board))
+    local = tmp_path / "profiles"
+    local.mkdir()
+    (local / "a100-2gpu.yaml").write_text(yaml.safe_dump({
+        "name": "a100-2gpu", "extends": "intel-xeon-2s-rapl", "sources": {"gpus": "test"},
+        "gpus": {"vendor": "nvidia", "nvmlConfig": "../boards/a100.yaml"},
+    }))
+    from joulectl.sim import profiles
+
+    profiles._board_doc.cache_clear()
+    with pytest.raises(InputError) as ei:
+        ProfileSet(str(local)).get("a100-2gpu")
+    assert ei.value.file == str(path) and ei.value.field == field and ei.value.problem.startswith(problem)
