@@ -335,7 +335,10 @@ class SmiTransport:
 
 def _int_or_none(text: str) -> int | None:
     m = re.match(r"^\s*(\d+(?:\.\d+)?)", text)
-    return round(float(m.group(1))) if m else None
+    if not m:
+        return None
+    number = float(m.group(1))
+    return round(number) if math.isfinite(number) else None  # 400 digits: unknown, not OverflowError
 
 
 class NvmlTransport:

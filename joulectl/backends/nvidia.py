@@ -17,6 +17,7 @@ GPUs keep NVML's / nvidia-smi's own order (the nvidia-smi index).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -78,13 +79,15 @@ def is_available(host: Host) -> bool:
 
 def parse_value(value: str | None) -> float | None:
     """``700.00 W``, ``1980 MHz``, ``350`` -> the number; tokens (``N/A``, ``[N/A]``,
-    ``[Not Supported]``, ``Unknown Error``...) and anything else -> None."""
+    ``[Not Supported]``, ``Unknown Error``...), numbers too large for a float (a 400-digit
+    clock) and anything else -> None."""
     if value is None:
         return None
     m = _NUMBER.match(value)
     if not m:
         return None
-    return float(m.group(1))
+    number = float(m.group(1))
+    return number if math.isfinite(number) else None
 
 
 def _control(min_w: float | None, max_w: float | None, cap_w: float | None, managed: bool | None) -> Control:
@@ -98,7 +101,7 @@ def _control(min_w: float | None, max_w: float | None, cap_w: float | None, mana
 
 
 def _arch(value: str | None) -> str | None:
-    if not value or parse_value(value) is not None or value.strip().startswith(("[", "N/A")):
+    if not value or _NUMBER.match(value) or value.strip().startswith(("[", "N/A")):
         return None
     return value.strip().lower().replace(" ", "_")
 
@@ -273,7 +276,8 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
         raise BackendUnavailable(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
     gpus = []
     for index, el in enumerate(root.findall("gpu")):
-        bus_raw = el.get("id") or _find(el, "pci/pci_bus_id")
+        # A blank id="  " (or <pci_bus_id> ) is a missing id: fall back to the index.
+        bus_raw = (el.get("id") or "").strip() or _find(el, "pci/pci_bus_id")
         bus_id = normalize_bus_id(bus_raw) if bus_raw else f"nvidia-index-{index}"
         new = el.find("gpu_power_readings")
         legacy = el.find("power_readings")

@@ -268,6 +268,49 @@ def test_gpu_without_power_readings_or_bus_attribute(trees: ModuleType) -> None:
     assert g.supported_clocks is None and g.control.available is False
 
 
+def test_overflowing_numbers_read_as_unknown() -> None:
+    """A 400-digit clock or limit is not a float (inf): unknown, like a token (was OverflowError)."""
+    huge = "9" * 400
+    assert nvidia.parse_value(huge) is None and nvidia.parse_value(f"{huge} MHz") is None
+    doc = ('<?xml version="1.0" ?>\n<nvidia_smi_log>\n<gpu id="00000000:07:00.0">\n'
+           f"<product_architecture>{huge}</product_architecture>\n"
+           f"<gpu_power_readings><current_power_limit>{huge} W</current_power_limit>"
+           "<min_power_limit>200.00 W</min_power_limit><max_power_limit>700.00 W</max_power_limit>"
+           "</gpu_power_readings>\n"
+           f"<clocks><graphics_clock>{huge} MHz</graphics_clock><mem_clock>2619 MHz</mem_clock></clocks>\n"
+           f"<supported_clocks><supported_mem_clock><value>{huge} MHz</value>"
+           "<supported_graphics_clock>1980 MHz</supported_graphics_clock></supported_mem_clock>"
+           "<supported_mem_clock><value>2619 MHz</value>"
+           f"<supported_graphics_clock>{huge} MHz</supported_graphics_clock>"
+           "<supported_graphics_clock>1980 MHz</supported_graphics_clock></supported_mem_clock>"
+           "</supported_clocks>\n</gpu>\n</nvidia_smi_log>\n")
+    (g,) = nvidia.parse_smi_xml(doc)
+    assert g.clocks == {"memory_mhz": 2619}
+    assert g.supported_clocks == {2619: [1980]}
+    assert g.current_cap_w is None and g.architecture is None
+    assert g.control.reason == "the power limit is unknown (the driver reports N/A): no settable power limit"
+
+
+def test_overflowing_clock_does_not_fail_discover(root: Path, trees: ModuleType) -> None:
+    trees.intel_2s_host(root)
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    xml = trees.smi_gpu_xml(trees.H100_BUSES[0], 0, schema="new", clocks={2619: [1980, 1755]})
+    xml = xml.replace("<graphics_clock>1755 MHz<", f"<graphics_clock>{'1' * 400} MHz<")
+    xml = xml.replace("<supported_graphics_clock>1980 MHz<", f"<supported_graphics_clock>{'2' * 400} MHz<")
+    trees.smi_printing(root, trees.smi_document([xml], schema="new"))
+    (g,) = inventory(smi_host(root)).gpus
+    assert g.clocks == {"memory_mhz": 2619}
+    assert g.supported_clocks == {2619: [1755]}
+    assert g.control.available and g.current_cap_w == 700
+
+
+@pytest.mark.parametrize("attr", [' id="  "', ' id=""', ""])
+def test_blank_gpu_id_is_a_missing_id(attr: str) -> None:
+    doc = (f'<?xml version="1.0" ?>\n<nvidia_smi_log>\n<gpu><product_name>x</product_name></gpu>\n'
+           f"<gpu{attr}><pci><pci_bus_id>  </pci_bus_id></pci></gpu>\n</nvidia_smi_log>\n")
+    assert [g.bus_id for g in nvidia.parse_smi_xml(doc)] == ["nvidia-index-0", "nvidia-index-1"]
+
+
 @pytest.mark.slow
 def test_set_caps_round_trip_with_the_simulators_nvidia_smi(tmp_path: Path) -> None:
     from joulectl.cli import run

@@ -424,3 +424,13 @@ def test_an_idle_gpu_does_not_verify_a_lock(tmp_path: Path) -> None:
     set_smi(root, bus(0), sm=1485, util=87)
     rows, changed = gov.show(host, inv, journal, gpu=True, cpu=False)
     assert (rows[0].status, changed) == ("applied", True)
+
+
+def test_an_overflowing_clock_sample_reads_as_unknown(tmp_path: Path) -> None:
+    """A 400-digit clock in the ``--query-gpu`` sample is unknown (was OverflowError, float inf)."""
+    tool = tmp_path / "bin" / "nvidia-smi"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\necho '00000000:1A:00.0, {'9' * 400}, 2619 MHz, 37'\n")
+    tool.chmod(0o755)
+    out = gov_nvidia.SmiTransport(Host(str(tmp_path))).sample_clocks([])
+    assert out == {"0000:1a:00.0": gov_nvidia.ClockSample(None, 2619, 37)}
