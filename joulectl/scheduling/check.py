@@ -15,7 +15,15 @@ from joulectl.errors import InputError, UnschedulableError
 from joulectl.k8s import POD_TEMPLATE_KINDS, iter_pods, name_of, sanitize_name
 from joulectl.scheduling.demand import PodDemand, pod_demand
 from joulectl.scheduling.filters import NodeView, filter_reasons, node_view
-from joulectl.scheduling.score import ClusterAggregates, PodPowerDemand, TwinView, aggregates, marginal_watts, score
+from joulectl.scheduling.score import (
+    ClusterAggregates,
+    PodPowerDemand,
+    TwinView,
+    aggregates,
+    marginal_watts,
+    score,
+    twin_number_problem,
+)
 
 API_VERSION = "joulectl.io/v1alpha1"
 KIND = "ScheduleCheck"
@@ -105,8 +113,18 @@ def load_nodes(path: str) -> list[dict[str, Any]]:
 
 
 def load_twins(path: str) -> list[dict[str, Any]]:
-    """NodeTwin objects (``kubectl get nodetwins -o yaml``, or ``joulectl plan -o yaml``)."""
-    return _objects(path, "NodeTwin", "twins file")
+    """NodeTwin objects (``kubectl get nodetwins -o yaml``, or ``joulectl plan -o yaml``).
+
+    A score field that is not a finite number (``.nan``, ``.inf``, a string, a list) is bad input,
+    named by file, twin and field: it would otherwise turn into a NaN score."""
+    twins = _objects(path, "NodeTwin", "twins file")
+    for twin in twins:
+        problem = twin_number_problem(twin)
+        if problem is not None:
+            dotted, message = problem
+            name = name_of(twin) or _twin_node_name(twin)
+            raise InputError(message, file=_label(path), field=f"NodeTwin {name}: {dotted}")
+    return twins
 
 
 def load_hardware(path: str) -> dict[str, dict[str, Any]]:

@@ -18,6 +18,7 @@ A twin is stale when ``status.lastUpdated`` is missing, unparsable or older than
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -53,10 +54,41 @@ def parse_time(value: Any) -> datetime | None:
 def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         try:
-            return float(str(value)) if value is not None and str(value).strip() else None
+            number = float(str(value)) if value is not None and str(value).strip() else None
         except ValueError:
             return None
-    return float(value)
+    else:
+        number = float(value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+#: The NodeTwin numbers the score reads (paths under the twin); the twins-file reader checks them.
+TWIN_NUMBER_FIELDS = (
+    ("status", "predictedPowerHeadroomScore"),
+    ("status", "predictedCoolingStressScore"),
+    ("status", "powerMeasurement", "measuredNodePowerW"),
+    ("status", "powerMeasurement", "nodeCappedPowerW"),
+    ("status", "powerMeasurement", "powerTrendWPerMin"),
+)
+
+
+def twin_number_problem(twin: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first score field of ``twin`` that is present but not a finite number, as
+    ``(dotted field, problem)``; None when every one is a number or absent (null counts as absent).
+    A number written as a string is refused too: the CRD types these fields ``number``."""
+    for path in TWIN_NUMBER_FIELDS:
+        node: Any = twin
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node is None:
+            continue
+        dotted = ".".join(path)
+        if isinstance(node, bool) or not isinstance(node, (int, float)):
+            shown = repr(node) if isinstance(node, str) else f"a {type(node).__name__}"
+            return dotted, f"must be a number, got {shown[:60]}"
+        if not math.isfinite(node):
+            return dotted, f"must be a finite number, got {node}"
+    return None
 
 
 @dataclass(frozen=True)

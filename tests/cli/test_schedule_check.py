@@ -260,6 +260,45 @@ def test_bad_input_cluster_flags(cli: Callable[..., Any], files: Callable[..., l
     assert r.exit_code == 2 and "'xml' is not one of table, json, yaml" in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("path", "value", "problem"),
+    [(("predictedPowerHeadroomScore",), float("nan"), "must be a finite number, got nan"),
+     (("predictedCoolingStressScore",), float("-inf"), "must be a finite number, got -inf"),
+     (("powerMeasurement", "nodeCappedPowerW"), float("inf"), "must be a finite number, got inf"),
+     (("powerMeasurement", "measuredNodePowerW"), "2100", "must be a number, got '2100'"),
+     (("powerMeasurement", "powerTrendWPerMin"), True, "must be a number, got a bool"),
+     (("predictedPowerHeadroomScore",), [1, 2], "must be a number, got a list")],
+)
+def test_bad_input_twin_score_not_a_finite_number(cli: Callable[..., Any], files: Callable[..., list[str]],
+                                                  tmp_path: Path, path: tuple[str, ...], value: Any,
+                                                  problem: str) -> None:
+    """A NaN/inf/non-number score field is bad input named by file, twin and field (was exit 1,
+    ``ValueError: cannot convert float NaN to integer``)."""
+    bad = _twin("h100-1", "eco", 50, 20, measuredNodePowerW=2100, nodeCappedPowerW=5520, powerTrendWPerMin=15)
+    parent = bad["status"]
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    twins = [t for t in TWINS if t["metadata"]["name"] != "h100-1"] + [bad]
+    code, err = _err(cli, *files([_pod("p", {"nvidia.com/gpu": 1})], twins=twins))
+    assert (code, err) == (2, f"joulectl: error: {tmp_path / 'twins.yaml'}: NodeTwin h100-1: "
+                              f"status.{'.'.join(path)}: {problem}")
+
+
+def test_twin_score_null_is_absent_and_twin_named_by_node(cli: Callable[..., Any], files: Callable[..., list[str]],
+                                                          tmp_path: Path) -> None:
+    unnamed = _twin("h100-1", "eco", 50, 20)
+    del unnamed["metadata"]["name"]
+    unnamed["status"]["predictedCoolingStressScore"] = float("nan")
+    twins = [t for t in TWINS if t["metadata"]["name"] != "h100-1"] + [unnamed]
+    code, err = _err(cli, *files([_pod("p", {"nvidia.com/gpu": 1})], twins=twins))
+    assert (code, err) == (2, f"joulectl: error: {tmp_path / 'twins.yaml'}: NodeTwin h100-1: "
+                              "status.predictedCoolingStressScore: must be a finite number, got nan")
+    unnamed["status"]["predictedCoolingStressScore"] = None  # null: as if absent (cooling 0)
+    code, doc = _doc(cli, files([_pod("p", {"nvidia.com/gpu": 1})], twins=twins))
+    assert code == 0 and _by_node(doc["pods"][0])["h100-1"]["score"] is not None
+
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "pods"
 
 

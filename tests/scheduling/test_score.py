@@ -175,3 +175,11 @@ def test_score_is_always_an_int_in_0_100(headroom: float, cooling: float, measur
     t = twin(cls=cls, headroom=headroom, cooling=cooling, measured=measured, capped=capped, trend=trend)
     s = score(pod_class, t, ClusterAggregates(cluster, pressure), NOW)
     assert isinstance(s.value, int) and 0 <= s.value <= 100
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), "nan", "-inf"])
+def test_a_non_finite_twin_number_reads_as_absent(bad: Any) -> None:
+    """The file reader refuses these (exit 2); a twin built elsewhere still scores, never int(nan)."""
+    t = twin(headroom=bad, cooling=bad, measured=bad, capped=bad, trend=bad)
+    assert (t.headroom_score, t.cooling_score, t.measured_w, t.capped_w, t.trend_w_per_min) == (0, 0, 0, 0, 0)
+    assert score("performance", t, CALM, NOW).value == 15  # 0.7 * 0 + 0.15 * (100 - 0)
