@@ -4,10 +4,13 @@ Method (issue 3, SPEC §9; Joulie fits 200 Intel nodes in its 1 s tick and resum
 
 - Renders ``--nodes`` (default 1000) ``intel-xeon-2s-rapl`` nodes into ``--root`` (default: a
   directory under TMPDIR, on disk, not tmpfs) with the renderer, unless they already exist there.
-  Each node has 128 cpufreq policies: 529 agent-writable files, one ``lstat`` each per tick.
+  Each node has 128 cpufreq policies: 529 agent-writable files, one ``lstat`` each per tick when
+  polled, none when inotify reports what was written.
 - Tick: ``--ticks`` (default 10) ticks of the whole cluster with ``--fast`` after one warm-up tick,
-  for each worker count in ``--workers`` (default ``1,2``); reported: the median and the maximum
-  tick wall time (readback + physics + counters + ledger + telemetry files).
+  for each readback mode in ``--modes`` (default ``poll,inotify``; ``SIM_READBACK``) and each worker
+  count in ``--workers`` (default ``1,2``); reported: the median and the maximum tick wall time
+  (readback + physics + counters + ledger + telemetry files). Between ticks an "agent" writes
+  ``--writes`` (default 10) cpufreq files of the cluster, so the readback has something to take.
 - Resume: the start of a run over the first ``--resume-nodes`` (default 200) existing trees, from
   ``run()`` being called to the first tick starting (spec parsing, the renderer's resume check,
   layout, every node's state from disk), with the start-up cache a clean stop leaves.
@@ -15,7 +18,8 @@ Method (issue 3, SPEC §9; Joulie fits 200 Intel nodes in its 1 s tick and resum
   subtracted, so start-up is not counted), which do not depend on the machine's load, and the
   load average before each case (the machine is shared).
 
-Usage: ``python benchmarks/bench_sim_tick.py [--nodes N] [--ticks T] [--workers 1,2] [--root DIR] [--keep]``.
+Usage: ``python benchmarks/bench_sim_tick.py [--nodes N] [--ticks T] [--workers 1,2] [--modes poll,inotify]
+[--writes W] [--root DIR] [--keep] [--skip-resume]``.
 """
 
 from __future__ import annotations
@@ -51,15 +55,35 @@ def _spec(dirpath: Path, count: int) -> str:
     return str(path)
 
 
-def bench_tick(spec_path: str, root: str, ticks: int, workers: int) -> dict[str, Any]:
+def _agent(root: str, nodes: list[str], writes: int) -> Any:
+    """A progress callback writing ``writes`` scaling_governor files (alternating values) per tick."""
+    state = {"k": 0}
+
+    def progress(done: int, total: int | None, samples: list[Any]) -> None:
+        for _j in range(writes):
+            k = state["k"]
+            state["k"] += 1
+            node = nodes[k % len(nodes)]
+            path = os.path.join(root, node, f"sys/devices/system/cpu/cpufreq/policy{k % 128}/scaling_governor")
+            with open(path, "w", encoding="ascii") as fh:
+                fh.write("performance\n" if (k // len(nodes)) % 2 == 0 else "powersave\n")
+
+    return progress
+
+
+def bench_tick(spec_path: str, root: str, ticks: int, workers: int, mode: str, writes: int) -> dict[str, Any]:
     from joulectl.sim import runtime
     from joulectl.sim.clusterspec import load_spec
 
+    os.environ["SIM_READBACK"] = mode
     spec = load_spec(spec_path)
+    names = [n.name for n in spec.nodes]
+
     def cpu_of(n: int) -> tuple[float, runtime.RunSummary]:
         entries = runtime.build_entries(spec, root)
         before = os.times()
-        summary = runtime.run_entries(entries, root, spec.facility, ticks=n, fast=True, workers=workers)
+        summary = runtime.run_entries(entries, root, spec.facility, ticks=n, fast=True, workers=workers,
+                                      progress=_agent(root, names, writes))
         after = os.times()
         return sum(after[:4]) - sum(before[:4]), summary
 
@@ -93,6 +117,9 @@ def main() -> int:
     ap.add_argument("--resume-nodes", type=int, default=200)
     ap.add_argument("--ticks", type=int, default=10)
     ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--modes", default="poll,inotify", help="Readback modes (SIM_READBACK) to measure.")
+    ap.add_argument("--writes", type=int, default=10, help="cpufreq files an agent writes between ticks.")
+    ap.add_argument("--skip-resume", action="store_true")
     ap.add_argument("--root", default=None, help="Directory for the trees (reused when it holds them).")
     ap.add_argument("--keep", action="store_true", help="Keep the trees of a temporary root.")
     args = ap.parse_args()
@@ -109,12 +136,15 @@ def main() -> int:
         stats = tree.render_nodes(load_spec(spec_path).nodes, str(root))
         print(f"trees: {len(stats.rendered)} rendered, {len(stats.resumed)} resumed in "
               f"{time.perf_counter() - t:.1f} s ({root})")
-        for w in (int(x) for x in args.workers.split(",")):
-            print(f"load average {_load()}")
-            r = bench_tick(spec_path, str(root), args.ticks, w)
-            print(f"tick of {r['nodes']} intel-xeon-2s-rapl nodes, {r['workers']} worker(s): "
-                  f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms over {r['ticks']} ticks; "
-                  f"{r['cpu_per_tick_s']:.2f} CPU s per tick")
+        for mode in args.modes.split(","):
+            for w in (int(x) for x in args.workers.split(",")):
+                print(f"load average {_load()}")
+                r = bench_tick(spec_path, str(root), args.ticks, w, mode, args.writes)
+                print(f"tick of {r['nodes']} intel-xeon-2s-rapl nodes, {mode}, {r['workers']} worker(s): "
+                      f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms over {r['ticks']} "
+                      f"ticks; {r['cpu_per_tick_s']:.2f} CPU s per tick")
+        if args.skip_resume:
+            return 0
         resume_spec = _spec(tmp, args.resume_nodes)
         for w in (int(x) for x in args.workers.split(",")):
             bench_resume(resume_spec, str(root), w)  # leaves the start-up cache of a clean stop

@@ -76,12 +76,12 @@ class Inotify:
             raise Unavailable(err, f"inotify_init1: {os.strerror(err)}")
         self.fd: int = fd
 
-    def add_watch(self, path: str, mask: int = DIR_MASK) -> int:
+    def add_watch(self, path: str | bytes, mask: int = DIR_MASK) -> int:
         """The watch descriptor of ``path`` (the same one again for a directory already watched).
 
         Raises :class:`OSError` with the errno: ``ENOSPC`` when ``max_user_watches`` is reached.
         """
-        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
+        wd = self._libc.inotify_add_watch(self.fd, path if isinstance(path, bytes) else os.fsencode(path), mask)
         if wd < 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), path)
@@ -136,6 +136,18 @@ class Target(Protocol):
     polled: bool
 
 
+def dir_groups(rels: list[str]) -> list[tuple[bytes, dict[bytes, list[int]]]]:
+    """``rels[i]`` (writable ``i``) grouped by parent directory: ``[(dir, {name: [i, ...]})]``.
+
+    The same for every node of a layout: computed once per profile, not once per node.
+    """
+    by_dir: dict[bytes, dict[bytes, list[int]]] = {}
+    for i, rel in enumerate(rels):
+        head, tail = os.path.split(os.fsencode(rel))
+        by_dir.setdefault(head, {}).setdefault(tail, []).append(i)
+    return list(by_dir.items())
+
+
 class Watcher:
     """The watches of one shard: directory -> the writable files of its nodes named in it.
 
@@ -149,44 +161,41 @@ class Watcher:
     def __init__(self, ino: Inotify) -> None:
         self.ino = ino
         self.targets: list[Target] = []
-        self._names: dict[int, dict[bytes, list[tuple[int, int]]]] = {}
-        self._owners: dict[int, set[int]] = {}
+        # wd -> [(target, {name: [writable index]})]: one entry, unless two watched paths are the
+        # same directory (a symlink), whose events then count for each.
+        self._tables: dict[int, list[tuple[Target, dict[bytes, list[int]]]]] = {}
 
-    def watch(self, target: Target, paths: list[str]) -> None:
-        """Watch the parent directory of every path (``paths[i]`` is writable ``i`` of ``target``).
+    def watch(self, target: Target, prefix: bytes, groups: list[tuple[bytes, dict[bytes, list[int]]]]) -> None:
+        """Watch ``prefix + dir`` of every group (see :func:`dir_groups`) for ``target``.
 
         Raises :class:`OSError` (the node is then polled): ``ENOSPC`` at the watch limit.
         """
-        t = len(self.targets)
         self.targets.append(target)
-        by_dir: dict[str, list[tuple[bytes, int]]] = {}
-        for i, path in enumerate(paths):
-            head, tail = os.path.split(path)
-            by_dir.setdefault(head, []).append((os.fsencode(tail), i))
-        for head, names in by_dir.items():
-            wd = self.ino.add_watch(head)
-            table = self._names.setdefault(wd, {})
-            self._owners.setdefault(wd, set()).add(t)
-            for name, i in names:
-                table.setdefault(name, []).append((t, i))
+        add = self.ino.add_watch
+        tables = self._tables
+        for head, names in groups:
+            wd = add(prefix + head)
+            entry = tables.get(wd)
+            if entry is None:
+                tables[wd] = [(target, names)]
+            else:
+                entry.append((target, names))
 
     def drain(self) -> None:
-        names = self._names
-        targets = self.targets
+        tables = self._tables
         for wd, mask, name in self.ino.events():
             if mask & IN_Q_OVERFLOW:
-                for target in targets:
+                for target in self.targets:
                     target.full_poll = True
                 continue
-            table = names.get(wd)
-            if table is None:
+            entry = tables.get(wd)
+            if entry is None:
                 continue
             if not name and mask & GONE:
-                for t in self._owners.pop(wd, ()):
-                    targets[t].polled = True
-                names.pop(wd, None)
+                for target, _names in tables.pop(wd):
+                    target.polled = True
                 continue
-            hits = table.get(name)
-            if hits is not None:
-                for t, i in hits:
-                    targets[t].dirty.add(i)
+            for target, names in entry:
+                hits = names.get(name)
+                if hits is not None:
+                    target.dirty.update(hits)

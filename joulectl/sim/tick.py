@@ -139,6 +139,25 @@ class NodeModel:
     core: bool = False
     nvml: bool = False
     virtual: bool = False
+    #: Identifies the layout (the writable and counter files, in order): see :func:`model_fingerprint`.
+    fingerprint: str = ""
+
+
+def model_fingerprint(model: NodeModel) -> str:
+    """A digest of the model's file layout (kept on the model; copies of a template share it).
+
+    The start-up cache is indexed by file position, valid only for the layout it was written for.
+    """
+    if not model.fingerprint:
+        import hashlib
+
+        h = hashlib.blake2b(digest_size=12)
+        for w in model.writables:
+            h.update(f"w {w.rel} {w.kind} {w.component}\n".encode())
+        for c in model.counters:
+            h.update(f"c {c.rel} {c.kind} {c.component}\n".encode())
+        model.fingerprint = h.hexdigest()
+    return model.fingerprint
 
 
 @dataclass(frozen=True)
@@ -364,6 +383,56 @@ def validate(w: Writable, written: str, *, governor: str | None = None) -> Verdi
 # -- the node ------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Shared:
+    """What every node of one layout has in common, by file position (computed once per layout)."""
+
+    rels: list[str]
+    by_component: dict[str, list[int]]
+    index: dict[tuple[str, str], int]
+    governors: list[int]
+    shared_rels: dict[str, list[int]]
+    freq_groups: dict[int, list[int]]
+    other_counters: list[int]
+
+
+_SHARED: dict[str, _Shared] = {}
+
+
+def _shared(model: NodeModel) -> _Shared:
+    key = model_fingerprint(model)
+    hit = _SHARED.get(key)
+    if hit is not None:
+        return hit
+    by_component: dict[str, list[int]] = {}
+    index: dict[tuple[str, str], int] = {}
+    by_rel: dict[str, list[int]] = {}
+    for i, w in enumerate(model.writables):
+        by_component.setdefault(w.component, []).append(i)
+        index.setdefault((w.component, w.kind), i)
+        by_rel.setdefault(w.rel, []).append(i)
+    freq_groups: dict[int, list[int]] = {}
+    other: list[int] = []
+    for i, c in enumerate(model.counters):
+        if c.kind == "freq_khz":
+            pkg = int(c.component[3:]) if c.component.startswith("pkg") and c.component[3:].isdigit() else 0
+            freq_groups.setdefault(pkg, []).append(i)
+        else:
+            other.append(i)
+    counter_rels = {c.rel for c in model.counters}
+    hit = _Shared(
+        rels=[w.rel for w in model.writables], by_component=by_component, index=index,
+        governors=[i for i, w in enumerate(model.writables) if w.kind == "cpufreq_governor"],
+        shared_rels={r: v for r, v in by_rel.items() if r in counter_rels},
+        freq_groups=freq_groups, other_counters=other,
+    )
+    if len(_SHARED) >= 64:
+        _SHARED.clear()
+    _SHARED[key] = hit
+    return hit
+
+
+
 def _errno_type(err: int) -> str:
     return errno_mod.errorcode.get(err, str(err)).lower()
 
@@ -396,25 +465,70 @@ class NodeRuntime:
         self.writes = 0
         led = ledger_mod.load(node_dir)
         self.ledger = led if led is not None else ledger_mod.Ledger(model.node)
-        self.by_component: dict[str, list[Writable]] = {}
-        self._by_rel: dict[str, list[Writable]] = {}
-        self._index: dict[tuple[str, str], Writable] = {}
         self._freq_cache: dict[int, float] | None = None
         self._governors: dict[str, str] = {}
         self._epp_saved: dict[str, str] = {}
+        sh = _shared(model)
+        ws = model.writables
+        self.by_component: dict[str, list[Writable]] = {k: [ws[i] for i in v] for k, v in sh.by_component.items()}
+        self._index: dict[tuple[str, str], Writable] = {k: ws[i] for k, i in sh.index.items()}
+        # Counter files that are also writable files (same path): their rewrite moves both signatures.
+        self._by_rel: dict[str, list[int]] = sh.shared_rels
         prefix = os.path.join(node_dir, "")
-        cache = self._load_cache()
-        cached_w = cache.get("w", {})
-        cached_c = cache.get("c", {})
+        paths = self._paths = [prefix + rel for rel in sh.rels]
         fresh: list[Writable] = []
+        # Writables sharing an inode (hard links): a write through one path is a write to all.
+        link_groups: list[list[int]] = []
+        cache = self._load_cache()
+        if cache is not None:
+            # Resume after a clean stop: every value and signature as the last run left them, no
+            # file touched here; the first tick's readback polls every writable file and takes or
+            # refuses what moved while the simulator was down (one lstat each, as a tick would).
+            self.marks.full_poll = True
+            flat = cache["s"]
+            for n, (w, path, text) in enumerate(zip(ws, paths, cache["w"], strict=True)):
+                w.path = path
+                w.text = text
+                mtime = flat[3 * n]
+                w.sig = (mtime, flat[3 * n + 1], flat[3 * n + 2]) if mtime >= 0 else None
+            for c, text in zip(model.counters, cache["c"], strict=True):
+                c.path = prefix + c.rel
+                c.text = text
+            link_groups = cache["h"]
+            self._epp_saved.update(cache["e"])
+        else:
+            for w, path in zip(ws, paths, strict=True):
+                w.path = path
+            links = self._read_tree(prefix, fresh)
+            by_ino: dict[tuple[int, int], list[int]] = {}
+            for i, key in links.items():
+                by_ino.setdefault(key, []).append(i)
+            link_groups = [g for g in by_ino.values() if len(g) > 1]
+        self._link_groups = link_groups
+        self._siblings: dict[int, list[int]] = {}
+        for group in link_groups:
+            for i in group:
+                self._siblings[i] = [j for j in group if j != i]
+        self._initial_check(time.time(), fresh)
+        self._sigs: list[tuple[int, int, int] | None] = [w.sig for w in ws]
+        self._pos_map: dict[int, int] | None = None
+        for i in sh.governors:
+            # The performance policy pins EPP (a start after the policy was set while down too).
+            w = ws[i]
+            if w.text.strip() == "performance":
+                self._epp_follows_governor(w.component, "", "performance")
+        # scaling_cur_freq of every policy of a package carries the same value: one check per package.
+        cs = model.counters
+        self._freq_groups: dict[int, list[CounterFile]] = {k: [cs[i] for i in v] for k, v in sh.freq_groups.items()}
+        self._other_counters: list[CounterFile] = [cs[i] for i in sh.other_counters]
+        self._freq_last: dict[int, str] = {}
+
+    def _read_tree(self, prefix: str, fresh: list[Writable]) -> dict[int, tuple[int, int]]:
+        """Without a start-up cache: stat and read every writable file and counter (a first start)."""
         lstat = os.lstat
         links: dict[int, tuple[int, int]] = {}
-        was: dict[int, str] = {}  # governors changed while the simulator was down: the value before
-        for n, w in enumerate(model.writables):
-            self.by_component.setdefault(w.component, []).append(w)
-            self._by_rel.setdefault(w.rel, []).append(w)
-            self._index.setdefault((w.component, w.kind), w)
-            path = w.path = prefix + w.rel
+        for n, w in enumerate(self.model.writables):
+            path = w.path
             try:
                 st = lstat(path)
             except OSError:
@@ -423,29 +537,13 @@ class NodeRuntime:
             if st.st_nlink > 1:
                 links[n] = (st.st_dev, st.st_ino)
             w.sig = (st.st_mtime_ns, st.st_size, st.st_ino)
-            hit = cached_w.get(w.rel)
-            if hit is not None and tuple(hit[:3]) == w.sig:
-                w.text = hit[3]
-                continue
-            if hit is not None and w.kind == "cpufreq_governor":
-                was[n] = str(hit[3])
             text = read_text(path)
             w.text = text if text is not None else ""
             if w.kind == "amd_sclk":
                 w.text = self._sclk_mask_text(w)
             fresh.append(w)
-        for c in model.counters:
+        for c in self.model.counters:
             c.path = prefix + c.rel
-            hit = cached_c.get(c.rel)
-            if hit is not None:
-                try:
-                    st = lstat(c.path)
-                    c.sig = (st.st_mtime_ns, st.st_size, st.st_ino)
-                    if c.sig == tuple(hit[:3]):
-                        c.text = hit[3]
-                        continue
-                except OSError:
-                    pass
             text = read_text(c.path)
             c.text = text if text is not None else ""
             try:
@@ -453,61 +551,60 @@ class NodeRuntime:
                 c.sig = (st.st_mtime_ns, st.st_size, st.st_ino)
             except OSError:
                 c.sig = None
-        self._initial_check(time.time(), fresh)
-        self._paths = [w.path for w in model.writables]
-        # Writables sharing an inode (hard links): a write through one path is a write to all.
-        self._siblings: dict[int, list[int]] = {}
-        if links:
-            by_ino: dict[tuple[int, int], list[int]] = {}
-            for i, key in links.items():
-                by_ino.setdefault(key, []).append(i)
-            for group in by_ino.values():
-                if len(group) > 1:
-                    for i in group:
-                        self._siblings[i] = [j for j in group if j != i]
-        self._sigs: list[tuple[int, int, int] | None] = [w.sig for w in model.writables]
-        self._pos = {id(w): i for i, w in enumerate(model.writables)}
-        for n, w in enumerate(model.writables):
-            # A policy switched while the simulator was down: EPP follows as if it had been running.
-            if w.kind == "cpufreq_governor":
-                old = was.get(n, "").strip()
-                if w.text.strip() == "performance" or old == "performance":
-                    self._epp_follows_governor(w.component, old, w.text.strip())
-        # scaling_cur_freq of every policy of a package carries the same value: one check per package.
-        self._freq_groups: dict[int, list[CounterFile]] = {}
-        self._other_counters: list[CounterFile] = []
-        for c in model.counters:
-            if c.kind == "freq_khz":
-                pkg = int(c.component[3:]) if c.component.startswith("pkg") and c.component[3:].isdigit() else 0
-                self._freq_groups.setdefault(pkg, []).append(c)
-            else:
-                self._other_counters.append(c)
-        self._freq_last: dict[int, str] = {}
+        return links
+
+    def _pos(self, w: Writable) -> int:
+        if self._pos_map is None:
+            self._pos_map = {id(x): i for i, x in enumerate(self.model.writables)}
+        return self._pos_map[id(w)]
 
     # -- start-up cache --------------------------------------------------------------------------
 
     def _cache_path(self) -> str:
         return os.path.join(self.dir, "state", CACHE_NAME)
 
-    def _load_cache(self) -> dict[str, dict[str, list[Any]]]:
-        """``state/tick-cache.json``: each file's signature and value as the last run left them.
+    def _load_cache(self) -> dict[str, Any] | None:
+        """``state/tick-cache.json`` of the last clean stop, when it is of this layout.
 
-        A resume reads only the files whose signature moved since (an ``lstat`` each, not a read).
+        ``w``/``c``: the text of every writable/counter file in model order; ``s``: the writables'
+        signatures, flat (mtime_ns, size, inode; -1s for a file that was missing); ``h``:
+        hard-link groups of writables; ``e``: EPP values saved under the
+        performance policy; ``f``: the layout's fingerprint; ``t``: the ledger's tick count then
+        (a run killed since has ticked on: its cache is not used).
         """
         try:
             with open(self._cache_path(), encoding="utf-8") as fh:
                 doc = json.load(fh)
         except (OSError, ValueError):
-            return {}
-        if not isinstance(doc, dict) or doc.get("v") != 1:
-            return {}
-        return {k: v for k, v in doc.items() if k in ("w", "c") and isinstance(v, dict)}
+            return None
+        m = self.model
+        if not isinstance(doc, dict) or doc.get("v") != 2 or doc.get("f") != model_fingerprint(m):
+            return None
+        if doc.get("t") != self.ledger.tick:  # a run since the cache was written did not stop cleanly
+            return None
+        w, c, f, h, e = doc.get("w"), doc.get("c"), doc.get("s"), doc.get("h"), doc.get("e")
+        if not (isinstance(w, list) and isinstance(c, list) and isinstance(f, list) and isinstance(h, list)
+                and isinstance(e, dict)):
+            return None
+        n = len(m.writables)
+        if len(w) != n or len(c) != len(m.counters) or len(f) != 3 * n:
+            return None
+        if not (all(isinstance(x, str) for x in w) and all(isinstance(x, str) for x in c)
+                and all(type(x) is int for x in f)
+                and all(isinstance(g, list) and all(type(i) is int and 0 <= i < n for i in g) for g in h)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in e.items())):
+            return None
+        return doc
 
     def save_cache(self) -> None:
         """Write the start-up cache (atomically); called at a clean stop."""
-        counters = {c.rel: [*c.sig, c.text] for c in self.model.counters if c.sig is not None}
-        doc = {"v": 1, "w": {w.rel: [*w.sig, w.text] for w in self.model.writables if w.sig is not None},
-               "c": counters}
+        m = self.model
+        flat: list[int] = []
+        for w in m.writables:
+            flat.extend(w.sig if w.sig is not None else (-1, -1, -1))
+        doc = {"v": 2, "f": model_fingerprint(m), "t": self.ledger.tick, "s": flat,
+               "w": [w.text for w in m.writables], "c": [c.text for c in m.counters],
+               "h": self._link_groups, "e": self._epp_saved}
         path = self._cache_path()
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
@@ -663,7 +760,7 @@ class NodeRuntime:
         if sig == e.sig:
             e.sig = write_in_place(e.path, text)
             self.writes += 1
-            self._sigs[self._pos[id(e)]] = e.sig
+            self._sigs[self._pos(e)] = e.sig
 
     def _sclk_render(self, w: Writable) -> str:
         levels = tuple(int(x) for x in w.rule.allowed)
@@ -938,9 +1035,9 @@ class NodeRuntime:
                     c.text = text
                     c.sig = sig
                     self.writes += 1
-                    for w in self._by_rel.get(c.rel, ()):
-                        w.sig = sig
-                        self._sigs[self._pos[id(w)]] = sig
+                    for i in self._by_rel.get(c.rel, ()):
+                        self.model.writables[i].sig = sig
+                        self._sigs[i] = sig
 
     def _sclk_counter(self, comp: str, st: dict[str, float]) -> str | None:
         """``pp_dpm_sclk`` with ``*`` on the level the clock runs at (the highest within the bound)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -324,13 +325,36 @@ def test_restart_reads_only_files_that_moved_since_the_last_run(tmp_path: Path) 
     tick(rt, 1)
     rt.save_cache()
     cache = node / "state" / "tick-cache.json"
-    doc = __import__("json").loads(cache.read_text())
+    doc = json.loads(cache.read_text())
     gov0 = f"{POLICY.format(0)}/scaling_governor"
     gov1 = f"{POLICY.format(1)}/scaling_governor"
-    doc["w"][gov0][3] = "performance\n"  # taken from the cache: the file's signature did not move
-    cache.write_text(__import__("json").dumps(doc))
-    (node / gov1).write_text("performance\n")  # written while down: read again
+    rels = [w.rel for w in rt.model.writables]
+    doc["w"][rels.index(gov0)] = "performance\n"  # taken from the cache: the file's signature did not move
+    cache.write_text(json.dumps(doc))
+    (node / gov1).write_text("performance\n")  # written while down: read again by the first tick
     rt2 = runtime(node)
+    assert rt2.value("policy0", "cpufreq_governor") == "performance"
+    tick(rt2, 2)
     assert rt2.value("policy0", "cpufreq_governor") == "performance"
     assert rt2.value("policy1", "cpufreq_governor") == "performance"
     assert rt2.value("policy2", "cpufreq_governor") == "powersave"
+    # rt2 ticked without a clean stop (a kill): its start-up cache is stale and not used.
+    rt3 = runtime(node)
+    assert rt3.value("policy0", "cpufreq_governor") == "powersave"
+    assert rt3.value("policy1", "cpufreq_governor") == "performance"
+
+
+def test_start_up_cache_of_another_layout_is_not_used(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    tick(rt, 1)
+    rt.save_cache()
+    cache = node / "state" / "tick-cache.json"
+    doc = json.loads(cache.read_text())
+    doc["w"][0] = "1\n"
+    doc["f"] = "another-layout"
+    cache.write_text(json.dumps(doc))
+    rt2 = runtime(node)
+    assert rt2.model.writables[0].text != "1\n"
+    cache.write_text("{not json")
+    assert runtime(node).value("policy0", "cpufreq_governor") == "powersave"
