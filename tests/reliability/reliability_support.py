@@ -11,9 +11,13 @@ NIGHTLY = os.environ.get("JOULECTL_NIGHTLY") == "1"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+#: Multiplies every CI budget (for a one-off deep run: JOULECTL_FUZZ_SCALE=10).
+SCALE = float(os.environ.get("JOULECTL_FUZZ_SCALE", "1"))
+
+
 def examples(ci: int, nightly: int | None = None) -> int:
     """Hypothesis examples for one property: ``ci`` in CI, ``nightly`` (default 10x) nightly."""
-    return (nightly if nightly is not None else ci * 10) if NIGHTLY else ci
+    return (nightly if nightly is not None else ci * 10) if NIGHTLY else max(1, int(ci * SCALE))
 
 
 @dataclass

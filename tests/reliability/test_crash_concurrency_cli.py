@@ -189,6 +189,11 @@ def test_simulate_run_survives_kill9(cluster: Path) -> None:
             "--tick", "5", "--workers", "2"]
     kills, _ = _kill_loop([argv], check, seed=11, group=True, window=(0.5, 3.0), max_kills=max(10, KILLS // 2))
     assert kills >= 5
+    # After every kill the tree resumes: a run to completion continues the counters.
+    r = run_joulectl("simulate", "run", str(cluster / "spec.yaml"), "--root", str(tree), "--fast", "--ticks", "2",
+                     "--tick", "5", "--workers", "2", timeout=600)
+    assert r.returncode == 0, r.stderr
+    check()
     assert seen and all(tick > 0 for tick, _ in seen.values())
     r = run_joulectl("simulate", "status", "--root", str(tree), "-o", "json")
     assert r.returncode == 0, r.stderr
