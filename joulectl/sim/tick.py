@@ -29,6 +29,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from joulectl.sim import ledger as ledger_mod
@@ -270,6 +271,25 @@ def write_in_place(path: str, text: str) -> tuple[int, int, int] | None:
         os.close(fd)
 
 
+def write_counter(path: str, text: str, old_len: int) -> bool:
+    """:func:`write_in_place` for a counter the emulator alone writes: no signature taken, and no
+    ``ftruncate`` when the new text is not shorter than the ``old_len`` bytes it replaces."""
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return write_in_place(path, text) is not None
+    try:
+        n = os.pwrite(fd, data, 0)
+        if n < old_len:
+            os.ftruncate(fd, n)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 # -- validation ----------------------------------------------------------------------------------
 
 
@@ -486,11 +506,13 @@ class NodeRuntime:
             # refuses what moved while the simulator was down (one lstat each, as a tick would).
             self.marks.full_poll = True
             flat = cache["s"]
-            for n, (w, path, text) in enumerate(zip(ws, paths, cache["w"], strict=True)):
+            sigs: list[tuple[int, int, int] | None] = list(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
+            if flat and min(flat[0::3]) < 0:
+                sigs = [sg if sg is not None and sg[0] >= 0 else None for sg in sigs]
+            for w, path, text, sig in zip(ws, paths, cache["w"], sigs, strict=True):
                 w.path = path
                 w.text = text
-                mtime = flat[3 * n]
-                w.sig = (mtime, flat[3 * n + 1], flat[3 * n + 2]) if mtime >= 0 else None
+                w.sig = sig
             for c, text in zip(model.counters, cache["c"], strict=True):
                 c.path = prefix + c.rel
                 c.text = text
@@ -589,8 +611,8 @@ class NodeRuntime:
         n = len(m.writables)
         if len(w) != n or len(c) != len(m.counters) or len(f) != 3 * n:
             return None
-        if not (all(isinstance(x, str) for x in w) and all(isinstance(x, str) for x in c)
-                and all(type(x) is int for x in f)
+        if not (all(map(isinstance, w, repeat(str))) and all(map(isinstance, c, repeat(str)))
+                and all(map(isinstance, f, repeat(int)))
                 and all(isinstance(g, list) and all(type(i) is int and 0 <= i < n for i in g) for g in h)
                 and all(isinstance(k, str) and isinstance(v, str) for k, v in e.items())):
             return None
@@ -1006,11 +1028,9 @@ class NodeRuntime:
             if self._freq_last.get(pkg) == text:
                 continue
             for c in group:
-                if text != c.text:
-                    sig = write_in_place(c.path, text)
-                    if sig is not None:
-                        c.text, c.sig = text, sig
-                        self.writes += 1
+                if text != c.text and write_counter(c.path, text, len(c.text)):
+                    c.text = text
+                    self.writes += 1
             self._freq_last[pkg] = text
         for c in self._other_counters:
             comp = c.component
@@ -1029,15 +1049,21 @@ class NodeRuntime:
                 text = f"{round(st.get('T.' + comp, 30.0)) * 1000}\n"
             else:
                 continue
-            if text != c.text:
-                sig = write_in_place(c.path, text)
-                if sig is not None:
+            if text == c.text:
+                continue
+            shared = self._by_rel.get(c.rel)
+            if shared is None:
+                if write_counter(c.path, text, len(c.text)):
                     c.text = text
-                    c.sig = sig
                     self.writes += 1
-                    for i in self._by_rel.get(c.rel, ()):
-                        self.model.writables[i].sig = sig
-                        self._sigs[i] = sig
+                continue
+            sig = write_in_place(c.path, text)
+            if sig is not None:
+                c.text = text
+                self.writes += 1
+                for i in shared:
+                    self.model.writables[i].sig = sig
+                    self._sigs[i] = sig
 
     def _sclk_counter(self, comp: str, st: dict[str, float]) -> str | None:
         """``pp_dpm_sclk`` with ``*`` on the level the clock runs at (the highest within the bound)."""
