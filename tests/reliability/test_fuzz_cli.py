@@ -277,11 +277,8 @@ def nvml_profile_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-# minor_number, memory and pci are left alone: a non-integer minor_number, a non-mapping memory or
-# pci, or a non-integer memory.total_bytes is an internal error today (joulectl/sim/profiles.py
-# load_board and _finish); reported, see docs/RELIABILITY.md.
 @FUZZ
-@given(mutated(BOARD, frozenset({"minor_number", "memory", "pci"})))
+@given(mutated(BOARD))
 def test_mock_nvml_board(fuzz_cli: Callable[..., Any], nvml_profile_dir: Path, doc: Any) -> None:
     (nvml_profile_dir / "board.yaml").write_text(_dump(doc))
     profiles._board_doc.cache_clear()  # boards are cached per path within a process
