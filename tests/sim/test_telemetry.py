@@ -139,3 +139,20 @@ def test_otlp_start_time_is_the_start_of_the_first_tick(tmp_path: Path) -> None:
     assert match is not None
     power = float(match.group(1))
     assert point["asDouble"] / seconds == pytest.approx(power, rel=0.02)
+
+
+@pytest.mark.parametrize("virtual", [False, True])
+def test_otlp_line_is_the_json_of_the_request(virtual: bool) -> None:
+    """The per-node line filled into a cached shape is byte for byte ``json.dumps`` of the request."""
+    energy = {"host": ("host", 1234.5678901), "pkg0": ("cpu", 1e-7), "dram0": ("memory", 3.0),
+              "gpu0": ("gpu", 12345678.123456789), "psys": ("host", 0.0)}
+    for k in range(3):  # the shape is built once, then refilled
+        s = Sample("n-\"1", 1_800_000_000.25 + k, 700.0, 300.0, 400.0,
+                   {key: (t, j * (k + 1)) for key, (t, j) in energy.items()},
+                   {"gpu0": 400.123456789 + k, "gpu1": 0.5}, {}, {}, virtual, 1_800_000_000.0)
+        doc = telemetry.otlp_node(s, s.start_s, "intel")
+        line = telemetry.otlp_line(s, s.start_s, "intel")
+        if virtual:
+            assert doc is None and line is None
+        else:
+            assert line == json.dumps(doc, separators=(",", ":"))
