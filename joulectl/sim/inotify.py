@@ -34,9 +34,10 @@ IN_NONBLOCK = os.O_NONBLOCK if hasattr(os, "O_NONBLOCK") else 0o4000
 IN_CLOEXEC = os.O_CLOEXEC if hasattr(os, "O_CLOEXEC") else 0o2000000
 
 #: What a watched directory reports: a child written (in place, or its times set), or replaced,
-#: created or removed (a file swapped for a directory shows as IN_DELETE + IN_CREATE).
+#: created or removed (a file swapped for a directory shows as IN_DELETE + IN_CREATE); the
+#: directory itself removed or moved (its watch then follows the old inode: the node is polled).
 DIR_MASK = (IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE
-            | IN_ONLYDIR)
+            | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 #: The watched directory itself went away (its watch is gone): its node must be polled.
 GONE = IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_IGNORED
 

@@ -218,3 +218,36 @@ def test_bad_sim_readback_through_the_cli(tmp_path: Path, monkeypatch: pytest.Mo
     r = cli("simulate", "run", str(spec_path), "--root", str(tmp_path / "root"), "--ticks", "1", "--fast")
     assert r.exit_code == 2
     assert r.stderr.strip() == "joulectl: error: SIM_READBACK: must be poll, inotify or auto (got 'sometimes')"
+
+
+def test_watched_directory_replaced_switches_the_node_to_polling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A policy directory moved away and put back (a new inode): its watch is gone, the node is polled."""
+    monkeypatch.setenv("SIM_READBACK", "inotify")
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(SPEC.replace("  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n", ""))
+    root = tmp_path / "root"
+    spec = load_spec(str(spec_path))
+    runtime._ensure_trees(spec, str(root))
+    entries = runtime.build_entries(spec, str(root))
+    pol = root / POLICY.format(9)
+
+    def progress(done: int, total: int | None, samples: list[Any]) -> None:
+        if done == 1:
+            copy = pol.with_name("policy9.new")
+            copy.mkdir()
+            for f in pol.iterdir():
+                if f.is_file():
+                    (copy / f.name).write_text(f.read_text())
+            old = pol.with_name("policy9.old")
+            pol.rename(old)
+            copy.rename(pol)
+        elif done == 2:
+            (pol / "scaling_governor").write_text("invalid\n")  # in a directory no watch covers
+
+    runtime.run_entries(entries, str(root), spec.facility, ticks=4, fast=True, workers=1, progress=progress,
+                        clock=lambda: T0)
+    assert (pol / "scaling_governor").read_text() == "powersave\n"
+    events = [json.loads(x) for x in (root / "events.jsonl").read_text().splitlines()]
+    assert [e["attributes"]["value"] for e in events] == ["invalid"]
