@@ -20,9 +20,11 @@ backend's reason, and ``--dry-run`` gives ``planned`` rows.
 from __future__ import annotations
 
 import errno
+import functools
 import importlib
 import json
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -489,6 +491,8 @@ class CapWriter(Protocol):
 
 InventoryFn = Callable[..., NodeInventory]
 GovernorFn = Callable[..., list[DeviceResult]]
+#: ``governor.plan_intents``: the settings a preset would write, as ``governor.Intent`` objects.
+IntentFn = Callable[..., list[Any]]
 
 
 @dataclass
@@ -517,6 +521,15 @@ class Deps:
             return self.apply_preset
         fn: GovernorFn = importlib.import_module("joulectl.ops.governor").apply_preset
         return fn
+
+    def governor_pair(self, host: Host) -> tuple[IntentFn, GovernorFn]:
+        """What the governor would write (for the write-ahead save) and the governor itself. The
+        real pair shares one clock-table cache; a test-double governor writes nothing to journal ahead."""
+        if self.apply_preset is not None:
+            return (lambda *args, **kwargs: []), self.apply_preset
+        module: Any = importlib.import_module("joulectl.ops.governor")
+        ctx = module.new_context(host)
+        return functools.partial(module.plan_intents, ctx=ctx), functools.partial(module.apply_preset, ctx=ctx)
 
 
 # -- per-device planning ----------------------------------------------------------------------
@@ -818,22 +831,29 @@ def _run(host: Host, req: CapRequest, deps: Deps) -> CapReport:
 
     journal = _peek_journal(host, report) if req.dry_run else _load_journal(host, report)
     before = _fingerprint(journal)
+    #: once the write-ahead journal is on disk: whether a journal existed before it (the final save
+    #: replaces it; a run that changed nothing leaves no journal where there was none)
+    ahead: list[bool] = []
     try:
-        _cap_and_govern(host, req, deps, inv, journal, gpus, zones, report)
+        _cap_and_govern(host, req, deps, inv, journal, gpus, zones, report, ahead)
     finally:
         # whatever happened after the first write, what was written is journaled
-        if not req.dry_run and _fingerprint(journal) != before:
+        if not req.dry_run and (ahead or _fingerprint(journal) != before):
             from joulectl.ops import journal as journal_mod
 
             try:
-                journal_mod.save(host, journal)
+                if ahead and not ahead[0] and _fingerprint(journal) == before:
+                    os.remove(host.path(journal_mod.JOURNAL_PATH))
+                else:
+                    journal_mod.save(host, journal)
             except OSError as e:  # the writes happened; say loudly that they are not journaled
                 report.journal_error = f"{journal_mod.JOURNAL_PATH}: {e.strerror or e}"
     return report
 
 
 def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory, journal: Journal,
-                    gpus: list[GpuDevice], zones: list[PowercapZone], report: CapReport) -> None:
+                    gpus: list[GpuDevice], zones: list[PowercapZone], report: CapReport,
+                    ahead: list[bool]) -> None:
     pending: list[_Pending] = []
     if req.gpu is not None:
         for dev in gpus:
@@ -848,20 +868,20 @@ def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory,
             if needs:
                 pending.append(_Pending(row, zone, "cpu"))
 
+    plan_governor, apply_governor = (None, deps.governor()) if req.dry_run else deps.governor_pair(host)
     if req.dry_run:
         for p in pending:
             p.row.message = f"would set {_fmt_w(p.row.target_w)} W"
     else:
+        _write_ahead(host, req, inv, journal, pending, gpus, plan_governor, report, ahead)
         try:
             _write(host, deps, pending)
         finally:  # an interrupt between two vendor batches still journals the first one
             _record(journal, report.results, restore=_is_restore(req))
 
-    for preset, gpu_side in ((req.gpu_governor, True), (req.cpu_governor, False)):
-        if preset is None or (gpu_side and not gpus):
-            continue
+    for preset, gpu_side in _governors(req, gpus):
         try:
-            rows = deps.governor()(
+            rows = apply_governor(
                 host, inv, journal, preset, gpu=gpu_side, cpu=not gpu_side,
                 selectors=req.selectors if gpu_side else (), dry_run=req.dry_run,
                 model_presets=req.model_presets,
@@ -872,6 +892,45 @@ def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory,
                                  status=Status.BLOCKED, message=str(e), preset=preset,
                                  kind="gpu" if gpu_side else "cpu")]
         report.governor_results.extend(rows)
+
+
+def _governors(req: CapRequest, gpus: list[GpuDevice]) -> list[tuple[str, bool]]:
+    """The governor presets of the run and whether each is the GPU side."""
+    return [(preset, gpu_side) for preset, gpu_side in ((req.gpu_governor, True), (req.cpu_governor, False))
+            if preset is not None and not (gpu_side and not gpus)]
+
+
+def _write_ahead(host: Host, req: CapRequest, inv: NodeInventory, journal: Journal, pending: list[_Pending],
+                 gpus: list[GpuDevice], plan_governor: IntentFn | None, report: CapReport,
+                 ahead: list[bool]) -> None:
+    """Before the first write, one atomic save of the journal with every original and target of
+    the run recorded (caps and governor alike): a kill between a write and the final save leaves
+    the original journaled, so ``--restore`` and ``governor reset`` still go back to it. A restore
+    writes originals and needs none. When the journal cannot be written the run goes on and says so
+    (``journal not saved``), as for the final save."""
+    from joulectl.ops.governor import Intent, save_ahead
+    from joulectl.ops.journal import JOURNAL_PATH
+
+    intents: list[Any] = []
+    if not _is_restore(req):
+        intents += [Intent(p.row.device, SETTING, p.row.before_w, p.row.target_w, p.row.vendor, p.row.model,
+                           p.row.kind) for p in pending]
+    for preset, gpu_side in _governors(req, gpus):
+        try:
+            assert plan_governor is not None
+            intents += plan_governor(host, inv, journal, preset, gpu=gpu_side, cpu=not gpu_side,
+                                     selectors=req.selectors if gpu_side else (), model_presets=req.model_presets)
+        except (InputError, NoDeviceError):
+            continue  # reported as a blocked governor row by the run itself
+    if not intents:
+        return
+    existed = host.exists(JOURNAL_PATH)
+    try:
+        save_ahead(host, journal, intents)
+    except OSError as e:
+        report.journal_error = f"{JOURNAL_PATH}: {e.strerror or e}"
+        return
+    ahead.append(existed)
 
 
 def _is_restore(req: CapRequest) -> bool:

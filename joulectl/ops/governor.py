@@ -42,6 +42,41 @@ API_VERSION = "joulectl.io/v1alpha1"
 COMMAND = "governor"
 PRESET = "governorPreset"
 NV_SETTINGS = {"graphics": "gpuLockedClocks", "memory": "memoryLockedClocks"}
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A setting a run is about to write, journaled ahead of the write (write-ahead): ``before``
+    is what is in force now (the original, unless the journal has one), ``value`` the target."""
+
+    device: str
+    setting: str
+    before: Any
+    value: Any
+    vendor: str = ""
+    model: str | None = None
+    kind: str = "gpu"
+
+
+def journal_ahead(journal: Journal, intents: Sequence[Intent]) -> Journal:
+    """A copy of ``journal`` with every intent noted (:meth:`Journal.intend`: the original kept,
+    the target ``pending``): saved before the writes, it keeps the originals, and the targets known
+    as joulectl's, should the run be killed between a write and the final save. ``journal``
+    itself is left as it is (the final save writes it as today)."""
+    import copy
+
+    ahead = Journal(devices=copy.deepcopy(journal.devices))
+    for i in intents:
+        ahead.intend(i.device, i.setting, i.before, i.value, vendor=i.vendor, model=i.model, kind=i.kind)
+    return ahead
+
+
+def save_ahead(host: Host, journal: Journal, intents: Sequence[Intent]) -> None:
+    """Save :func:`journal_ahead` atomically; ``OSError`` when the journal cannot be written."""
+    from joulectl.ops.journal import save
+
+    if intents:
+        save(host, journal_ahead(journal, intents))
 MODEL_PRESETS_ENV = "GPU_GOVERNOR_MODEL_PRESETS_JSON"
 OPERATOR = "locked by the operator, not by joulectl: left alone"
 INTEL_BLOCKED = "no governor mapping for Intel GPUs"
@@ -219,7 +254,7 @@ def _nv_restore(ctx: _NvContext, journal: Journal, dev: GpuDevice, domain: str) 
 
 def _nv_set(
     ctx: _NvContext, journal: Journal, dev: GpuDevice, preset: str, dry_run: bool,
-    model_presets: dict[str, Any] | None,
+    model_presets: dict[str, Any] | None, intents: list[Intent] | None = None,
 ) -> DeviceResult:
     reason = gov_nvidia.eligibility(dev)
     if reason:
@@ -265,6 +300,9 @@ def _nv_set(
             msg = "already set; " + UNVERIFIED_HINT
         return _result(dev, Status.UNCHANGED, msg, preset=preset, before=before, after=target)
     if dry_run:
+        if intents is not None:  # the locks this run sets (an undo goes back to the journaled original)
+            intents += [Intent(bus, NV_SETTINGS[d], _operator_lock(dev, d), w.text(), dev.vendor, dev.model)
+                        for d, w in steps if w is not None]
         cmds = ", ".join(f"lock {d} {w.describe()}" if w else f"undo joulectl's {d} lock" for d, w in steps)
         return _result(dev, Status.PLANNED, f"would {cmds} via {ctx.transport.name}", preset=preset,
                        before=before, after=target)
@@ -333,7 +371,8 @@ def _amd_describe(level: str | None, sclk: Any) -> str:
     return level
 
 
-def _amd_set(host: Host, journal: Journal, dev: GpuDevice, preset: str, dry_run: bool) -> DeviceResult:
+def _amd_set(host: Host, journal: Journal, dev: GpuDevice, preset: str, dry_run: bool,
+             intents: list[Intent] | None = None) -> DeviceResult:
     bus = dev.bus_id
     path = gov_amd.perf_level_path(dev)
     attr = host.read_attr(path)
@@ -360,6 +399,11 @@ def _amd_set(host: Host, journal: Journal, dev: GpuDevice, preset: str, dry_run:
     if level_now == target_level and (not indices or journal.current(bus, "sclkLevels") == mask):
         return _result(dev, Status.UNCHANGED, "already in force", preset=preset, before=before, after=before)
     if dry_run:
+        if intents is not None:
+            if level_now != target_level:
+                intents.append(Intent(bus, "perfLevel", level_now, target_level, dev.vendor, dev.model))
+            if indices:
+                intents.append(Intent(bus, "sclkLevels", None, mask, dev.vendor, dev.model))
         return _result(dev, Status.PLANNED, f"would write {target_level} to {path}"
                        + (f" and levels {mask} to pp_dpm_sclk" if indices else ""),
                        preset=preset, before=before, after=after)
@@ -404,16 +448,20 @@ def _gpu_devices(inventory: NodeInventory, selectors: Sequence[str]) -> list[Gpu
 
 def _set_gpus(
     host: Host, inventory: NodeInventory, journal: Journal, preset: str, selectors: Sequence[str],
-    dry_run: bool, model_presets: dict[str, Any] | None,
+    dry_run: bool, model_presets: dict[str, Any] | None, intents: list[Intent] | None = None,
+    ctx: _NvContext | None = None,
 ) -> list[DeviceResult]:
     devices = _gpu_devices(inventory, selectors)
-    ctx = _NvContext(host, devices)
+    if ctx is None:
+        ctx = _NvContext(host, devices)
+    else:  # shared with the write-ahead planning pass: the clock tables are fetched once
+        ctx.devices = devices
     results = []
     for dev in devices:
         if dev.vendor == "nvidia":
-            results.append(_nv_set(ctx, journal, dev, preset, dry_run, model_presets))
+            results.append(_nv_set(ctx, journal, dev, preset, dry_run, model_presets, intents))
         elif dev.vendor == "amd":
-            results.append(_amd_set(host, journal, dev, preset, dry_run))
+            results.append(_amd_set(host, journal, dev, preset, dry_run, intents))
         else:
             results.append(_result(dev, Status.BLOCKED, INTEL_BLOCKED if dev.vendor == "intel"
                                    else f"no governor mapping for {dev.vendor} GPUs", preset=preset))
@@ -473,8 +521,24 @@ def _cpu_write(host: Host, journal: Journal, inventory: NodeInventory, policy: C
     return gov_cpu.WriteResult(Status.APPLIED)
 
 
+def _cpu_intents(inventory: NodeInventory, policy: CpufreqPolicy, state: gov_cpu.PolicyState,
+                 governor: str | None, epp: str | None) -> list[Intent]:
+    """What :func:`_cpu_write` journals for these targets, for the write-ahead save."""
+    key = _cpu_key(policy)
+    vendor = (inventory.cpu.vendor or "cpu").lower()
+    model = inventory.cpu.model
+    out = []
+    if governor is not None and governor != state.governor:
+        out.append(Intent(key, "cpuGovernor", state.governor, governor, vendor, model, "cpu"))
+        if governor == "performance" and state.epp not in (None, "performance") and epp is None:
+            out.append(Intent(key, "epp", state.epp, "performance", vendor, model, "cpu"))
+    if epp is not None and epp != state.epp:
+        out.append(Intent(key, "epp", state.epp, epp, vendor, model, "cpu"))
+    return out
+
+
 def _set_cpu(host: Host, inventory: NodeInventory, journal: Journal, preset: str,
-             dry_run: bool) -> list[DeviceResult]:
+             dry_run: bool, intents: list[Intent] | None = None) -> list[DeviceResult]:
     results = []
     for policy in _policies(inventory):
         state = gov_cpu.read_state(host, policy)
@@ -496,6 +560,8 @@ def _set_cpu(host: Host, inventory: NodeInventory, journal: Journal, preset: str
                                        before=before, after=before))
             continue
         if dry_run:
+            if intents is not None:
+                intents.extend(_cpu_intents(inventory, policy, state, target.governor, target.epp))
             results.append(_cpu_result(inventory, policy, Status.PLANNED, "", preset=preset, before=before,
                                        after=after))
             continue
@@ -525,10 +591,12 @@ def apply_preset(
     selectors: Sequence[str] = (),
     dry_run: bool = False,
     model_presets: dict[str, Any] | None = None,
+    ctx: _NvContext | None = None,
 ) -> list[DeviceResult]:
     """Put ``preset`` in force on every selected GPU, or on every cpufreq policy.
 
-    The caller holds :func:`~joulectl.ops.lock.node_lock` and saves ``journal`` afterwards.
+    The caller holds :func:`~joulectl.ops.lock.node_lock` and saves ``journal`` afterwards; before
+    a real run it saves :func:`plan_intents` ahead (:func:`save_ahead`), in one save for the batch.
     ``gpu``/``cpu`` name the targets; the preset applies to the one whose presets include it
     (``InputError`` listing the presets otherwise). ``selectors`` (``--device``) pick GPUs;
     ``NoDeviceError`` when none match or the node has none.
@@ -538,8 +606,38 @@ def apply_preset(
         # a raw map (cap loads the file itself) is validated here: exit 2 naming the field
         model_presets = parse_model_presets(model_presets, "model presets")
     if target == "gpu":
-        return _set_gpus(host, inventory, journal, preset, selectors, dry_run, model_presets)
+        return _set_gpus(host, inventory, journal, preset, selectors, dry_run, model_presets, ctx=ctx)
     return _set_cpu(host, inventory, journal, preset, dry_run)
+
+
+def plan_intents(
+    host: Host,
+    inventory: NodeInventory,
+    journal: Journal,
+    preset: str,
+    *,
+    gpu: bool = True,
+    cpu: bool = False,
+    selectors: Sequence[str] = (),
+    model_presets: dict[str, Any] | None = None,
+    ctx: _NvContext | None = None,
+) -> list[Intent]:
+    """The settings :func:`apply_preset` would write (its dry run, collected), to journal ahead.
+    Raises what ``apply_preset`` raises (an unknown preset, no device)."""
+    target = resolve_target(preset, gpu, cpu)
+    if model_presets is not None:
+        model_presets = parse_model_presets(model_presets, "model presets")
+    intents: list[Intent] = []
+    if target == "gpu":
+        _set_gpus(host, inventory, journal, preset, selectors, True, model_presets, intents, ctx)
+    else:
+        _set_cpu(host, inventory, journal, preset, True, intents)
+    return intents
+
+
+def new_context(host: Host) -> _NvContext:
+    """A clock-table cache to share between :func:`plan_intents` and :func:`apply_preset`."""
+    return _NvContext(host, [])
 
 
 def _reset_nvidia(ctx: _NvContext, journal: Journal, dev: GpuDevice, dry_run: bool) -> DeviceResult:
@@ -578,7 +676,10 @@ def _reset_amd(host: Host, journal: Journal, dev: GpuDevice, dry_run: bool) -> D
         return _result(dev, Status.UNCHANGED, "nothing set by joulectl", before=before, after=before)
     ours = journal.current(bus, "perfLevel")
     original = journal.original(bus, "perfLevel")
-    if level_now != ours:
+    # a run killed around its write leaves the level it was about to set pending: in force or not
+    pending = journal.pending(bus, "perfLevel")
+    if level_now != ours and level_now not in pending:
+        ours = ours if ours is not None or not pending else pending[-1]
         if not dry_run:
             for s in ("perfLevel", "sclkLevels", PRESET):
                 if journal.has_original(bus, s):
@@ -607,14 +708,17 @@ def _reset_cpu(host: Host, inventory: NodeInventory, journal: Journal, dry_run: 
         key = _cpu_key(policy)
         state = gov_cpu.read_state(host, policy)
         before = gov_cpu.describe(state.governor, state.epp)
-        ours_gov = journal.current(key, "cpuGovernor") if journal.set_by_joulectl(key, "cpuGovernor") else None
-        ours_epp = journal.current(key, "epp") if journal.set_by_joulectl(key, "epp") else None
-        if ours_gov is None and ours_epp is None:
+        # what joulectl set, and what a run killed around its write was about to set
+        ours_gov = {v for v in (journal.current(key, "cpuGovernor"), *journal.pending(key, "cpuGovernor"))
+                    if v is not None} if journal.set_by_joulectl(key, "cpuGovernor") else set()
+        ours_epp = {v for v in (journal.current(key, "epp"), *journal.pending(key, "epp"))
+                    if v is not None} if journal.set_by_joulectl(key, "epp") else set()
+        if not ours_gov and not ours_epp:
             results.append(_cpu_result(inventory, policy, Status.UNCHANGED,
                                        "nothing set by joulectl", before=before, after=before))
             continue
-        changed = (ours_gov is not None and state.governor != ours_gov) or (
-            ours_epp is not None and state.governor != "performance" and state.epp != ours_epp)
+        changed = (bool(ours_gov) and state.governor not in ours_gov) or (
+            bool(ours_epp) and state.governor != "performance" and state.epp not in ours_epp)
         if changed:
             if not dry_run:
                 for s in ("cpuGovernor", "epp", PRESET):
@@ -624,8 +728,8 @@ def _reset_cpu(host: Host, inventory: NodeInventory, journal: Journal, dry_run: 
                                        f"changed to {before} since joulectl set it: left alone",
                                        before=before, after=before))
             continue
-        gov = journal.original(key, "cpuGovernor") if ours_gov is not None else None
-        epp = journal.original(key, "epp") if ours_epp is not None else None
+        gov = journal.original(key, "cpuGovernor") if ours_gov else None
+        epp = journal.original(key, "epp") if ours_epp else None
         if gov is not None and gov == "performance":
             # the driver pins EPP under performance; restoring the governor restores it
             epp = None
@@ -1038,12 +1142,31 @@ def run_set(host: Host, preset: str, *, gpu: bool, cpu: bool, selectors: Sequenc
     with node_lock(host, wait_s):
         journal = _load_journal(host, warnings)
         inv = _inventory(host, gpu, cpu)
+        ctx = new_context(host)
+        intents = plan_intents(host, inv, journal, preset, gpu=gpu, cpu=cpu, selectors=selectors,
+                               model_presets=model_presets, ctx=ctx)
+        _save_ahead_or_refuse(host, journal, intents)
         try:
             results = apply_preset(host, inv, journal, preset, gpu=gpu, cpu=cpu, selectors=selectors,
-                                   model_presets=model_presets)
+                                   model_presets=model_presets, ctx=ctx)
         finally:
             save(host, journal)
     return GovernorReport("set", inv.host.hostname, preset, False, results)
+
+
+def _save_ahead_or_refuse(host: Host, journal: Journal, intents: Sequence[Intent]) -> None:
+    """The write-ahead save; when the journal cannot be written nothing is written to a device."""
+    import errno
+
+    from joulectl.ops.journal import JOURNAL_PATH
+
+    try:
+        save_ahead(host, journal, intents)
+    except OSError as e:
+        text = f"cannot save the journal {JOURNAL_PATH} before writing: {e.strerror or e}; nothing changed"
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise RefusedError(text, hint=PRIVILEGE_HINT) from None
+        raise JoulectlError(text) from None
 
 
 def run_reset(host: Host, *, gpu: bool, cpu: bool, selectors: Sequence[str], dry_run: bool, wait_s: float,

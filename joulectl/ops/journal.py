@@ -9,6 +9,12 @@ at any point leaves either the old or the new journal, never a half-written one.
 - ``current``: per setting, the value joulectl last set and that is still in force by its hand.
   A lock or level not in ``current`` was not set by joulectl and is never reset.
 - ``history``: the last :data:`HISTORY_LIMIT` settings made, with time and command.
+- ``pending`` (only while a run writes, and after a kill in that run): per setting, the values
+  runs were about to write (a list: runs killed one after the other each add theirs). A run saves
+  the journal with its originals and targets *ahead* of its first write (:meth:`Journal.intend`),
+  so a kill between a write and the final save still leaves the original journaled and the
+  target known as joulectl's, in force or not. :meth:`Journal.record` and
+  :meth:`Journal.restored` clear it; :meth:`Journal.set_by_joulectl` counts it.
 
 A journal that cannot be parsed is reported and moved aside to ``state.json.corrupt-<time>``;
 it is never overwritten blindly.
@@ -29,6 +35,8 @@ from joulectl.host import Host, HostIOError
 
 JOURNAL_PATH = "/var/lib/joulectl/state.json"
 HISTORY_LIMIT = 50
+#: Pending values kept per setting (one per run killed around its writes, duplicates merged).
+PENDING_LIMIT = 16
 #: A journal larger than this is not one joulectl wrote (history is bounded): it is set aside.
 MAX_JOURNAL_BYTES = 64 << 20
 API_VERSION = "joulectl.io/v1alpha1"
@@ -48,9 +56,10 @@ class DeviceRecord:
     original: dict[str, Any] = field(default_factory=dict)
     current: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    pending: dict[str, list[Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "vendor": self.vendor,
             "model": self.model,
             "kind": self.kind,
@@ -58,6 +67,9 @@ class DeviceRecord:
             "current": self.current,
             "history": self.history,
         }
+        if self.pending:
+            out["pending"] = self.pending
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeviceRecord:
@@ -70,6 +82,8 @@ class DeviceRecord:
             original=dict(data.get("original") or {}),
             current=dict(data.get("current") or {}),
             history=list(data.get("history") or []),
+            pending={str(k): list(v) if isinstance(v, list) else [v]
+                     for k, v in dict(data.get("pending") or {}).items()},
         )
         return rec
 
@@ -99,8 +113,39 @@ class Journal:
         if setting not in rec.original:
             rec.original[setting] = before
         rec.current[setting] = value
+        rec.pending.pop(setting, None)
         rec.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
         del rec.history[:-HISTORY_LIMIT]
+
+    def intend(
+        self,
+        device: str,
+        setting: str,
+        before: Any,
+        value: Any,
+        *,
+        vendor: str = "",
+        model: str | None = None,
+        kind: str = "gpu",
+    ) -> None:
+        """Note, ahead of the write, that joulectl is about to set ``setting`` of ``device`` to
+        ``value`` (``before`` in force now): the original is kept as :meth:`record` keeps it, the
+        value joins ``pending`` (next to any a killed run left there: each may be in force);
+        ``current`` stays what joulectl set before."""
+        rec = self.devices.setdefault(device, DeviceRecord(vendor=vendor, model=model, kind=kind))
+        rec.vendor = vendor or rec.vendor
+        rec.model = model or rec.model
+        if setting not in rec.original:
+            rec.original[setting] = before
+        values = rec.pending.setdefault(setting, [])
+        if value not in values:
+            values.append(value)
+        del values[:-PENDING_LIMIT]
+
+    def pending(self, device: str, setting: str) -> list[Any]:
+        """The values runs killed around their writes were about to write (each may be in force)."""
+        rec = self.devices.get(device)
+        return list(rec.pending.get(setting, [])) if rec is not None else []
 
     def original(self, device: str, setting: str, default: Any = None) -> Any:
         rec = self.devices.get(device)
@@ -119,9 +164,10 @@ class Journal:
         return rec.current.get(setting, default)
 
     def set_by_joulectl(self, device: str, setting: str) -> bool:
-        """Whether joulectl set ``setting`` and has not undone it."""
+        """Whether joulectl set ``setting`` and has not undone it (or was about to set it when
+        the run was killed: see ``pending``)."""
         rec = self.devices.get(device)
-        return rec is not None and setting in rec.current
+        return rec is not None and (setting in rec.current or setting in rec.pending)
 
     def restored(self, device: str, setting: str, *, command: str = "restore") -> None:
         """Forget ``setting`` after it was returned to its original value."""
@@ -130,9 +176,10 @@ class Journal:
             return
         value = rec.original.pop(setting, None)
         rec.current.pop(setting, None)
+        rec.pending.pop(setting, None)
         rec.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
         del rec.history[:-HISTORY_LIMIT]
-        if not rec.original and not rec.current:
+        if not rec.original and not rec.current and not rec.pending:
             rec.history.append({"at": _now(), "command": command, "setting": "*", "value": "restored"})
             del rec.history[:-HISTORY_LIMIT]
 

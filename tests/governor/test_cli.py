@@ -3,6 +3,7 @@ as a subprocess, output formats, exit codes and the one-line messages of every f
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -13,6 +14,12 @@ from typing import Any
 import pytest
 import trees
 from govkit import H100_TABLE, L40S_TABLE, nvidia_node, smi_state, tick
+
+from joulectl.errors import ExitCode, JoulectlError
+from joulectl.host import Host
+from joulectl.ops import governor as gov
+from joulectl.ops.discover import inventory
+from joulectl.ops.journal import Journal
 
 Cli = Callable[..., Any]
 
@@ -410,3 +417,41 @@ def test_unreadable_journal(tmp_path: Path, cli: Cli) -> None:
     r = cli("--root", root, "governor", "set", "low")
     assert r.exit_code == 1
     assert r.stderr == "joulectl: error: cannot read the journal /var/lib/joulectl/state.json: Is a directory\n"
+
+
+@pytest.mark.parametrize(("err", "code", "text"), [(errno.EROFS, ExitCode.REFUSED, "Read-only file system"),
+                                                   (errno.ENOSPC, ExitCode.INTERNAL, "No space left on device")])
+def test_journal_that_cannot_be_saved_ahead_stops_before_any_write(tmp_path: Path, err: int, code: ExitCode,
+                                                                   text: str) -> None:
+    """The originals are journaled before the first write; when that save fails nothing is written."""
+    class NoJournal(Host):
+        def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644) -> None:
+            raise OSError(err, os.strerror(err))
+
+    root = trees.amd_mi250x_x4(tmp_path / "m")
+    levels = sorted(root.glob("sys/bus/pci/devices/*/power_dpm_force_performance_level"))
+    before = [p.read_text() for p in levels]
+    with pytest.raises(JoulectlError) as exc:
+        gov.run_set(NoJournal(str(root)), "low", gpu=True, cpu=False, selectors=(), dry_run=False, wait_s=0,
+                    model_presets_path=None, warnings=[])
+    assert str(exc.value) == (f"cannot save the journal /var/lib/joulectl/state.json before writing: {text}; "
+                              "nothing changed")
+    assert exc.value.exit_code == code
+    assert [p.read_text() for p in levels] == before
+
+
+def test_the_write_ahead_journal_has_the_originals_and_the_targets(tmp_path: Path) -> None:
+    root = trees.amd_mi250x_x4(tmp_path / "m")
+    host = Host(str(root))
+    inv = inventory(host)
+    journal = Journal()
+    intents = gov.plan_intents(host, inv, journal, "low", selectors=("0",))
+    ahead = gov.journal_ahead(journal, intents)
+    assert journal.devices == {}  # the run's own journal is untouched
+    (bus,) = ahead.devices
+    assert (ahead.original(bus, "perfLevel"), ahead.current(bus, "perfLevel"), ahead.pending(bus, "perfLevel")) == (
+        "auto", None, ["low"])
+    cpu = gov.plan_intents(host, inv, journal, "efficiency", gpu=False, cpu=True)
+    assert len(cpu) == 2 * 16  # governor and EPP of each of the 16 policies
+    assert {(i.setting, i.before, i.value) for i in cpu} == {("cpuGovernor", "performance", "powersave"),
+                                                            ("epp", "performance", "power")}

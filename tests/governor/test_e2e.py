@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -258,3 +259,64 @@ def test_intel_gpus_blocked(cluster: Cluster) -> None:
     assert r.returncode == 5
     assert {(x["status"], x["message"]) for x in json.loads(r.stdout)["results"]} == {
         ("blocked", "no governor mapping for Intel GPUs")}
+
+
+# -- a SIGKILL right after a write ------------------------------------------------------------------
+
+#: ``python -c`` this: joulectl with a SIGKILL of its own process right after its N-th sysfs write.
+KILL_AFTER_WRITE = """\
+import os, signal, sys
+from joulectl.host import Host
+after, real, done = int(os.environ["KILL_AFTER_WRITE"]), Host.write, []
+def write(self, host_path, value):
+    real(self, host_path, value)
+    done.append(host_path)
+    if len(done) == after:
+        os.kill(os.getpid(), signal.SIGKILL)
+Host.write = write
+from joulectl.cli import main
+main()
+"""
+
+MI300X_ONLY = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: governor-kill}
+spec:
+  pools:
+  - {name: mi300x, profile: amd-instinct-mi300x-8gpu, count: 1}
+"""
+
+
+def test_kill_right_after_a_write_reset_returns_the_operators_level(tmp_path: Path) -> None:
+    """The operator's performance level (``high``, set by hand) survives a SIGKILL right after each
+    of joulectl's level writes: the write-ahead journal has the original and joulectl's target, so
+    ``governor reset`` puts ``high`` back everywhere instead of calling joulectl's own level the
+    operator's (as it did before the write-ahead save)."""
+    (tmp_path / "spec.yaml").write_text(MI300X_ONLY)
+    r = subprocess.run([sys.executable, "-m", "joulectl", "simulate", "render", str(tmp_path / "spec.yaml"),
+                        "--root", str(tmp_path / "root")], capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    node = tmp_path / "root" / "mi300x-0"
+    levels = sorted(node.glob("sys/devices/*/*/power_dpm_force_performance_level"))
+    assert len(levels) == 8
+    for f in levels:
+        f.write_text("high\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("JOULECTL_ROOT", "HWEMU_UNPRIVILEGED")}
+    for n in range(1, 9):  # a kill after the 1st, 2nd, ... 8th level write, one run after the other
+        preset, level = [("low", "low"), ("peak", "profile_peak"), ("sustained", "profile_standard")][n % 3]
+        r = subprocess.run([sys.executable, "-c", KILL_AFTER_WRITE, "--root", str(node), "governor", "set", preset],
+                           capture_output=True, text=True, env={**env, "KILL_AFTER_WRITE": str(n)}, timeout=120,
+                           check=False)
+        assert r.returncode == -signal.SIGKILL, (n, r.stderr)
+        assert [f.read_text().strip() for f in levels].count(level) == n
+        devices = json.loads((node / "var/lib/joulectl/state.json").read_text())["devices"]
+        assert len(devices) == 8
+        assert all(d["original"]["perfLevel"] == "high" and level in d["pending"]["perfLevel"]
+                   for d in devices.values())
+    r = subprocess.run([sys.executable, "-m", "joulectl", "--root", str(node), "governor", "reset", "--gpu",
+                        "-o", "json"], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert {f.read_text().strip() for f in levels} == {"high"}
+    devices = json.loads((node / "var/lib/joulectl/state.json").read_text())["devices"]
+    assert all("perfLevel" not in d["original"] and "perfLevel" not in d["current"] for d in devices.values())

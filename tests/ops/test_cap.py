@@ -748,3 +748,79 @@ def test_interrupt_between_vendor_batches_journals_what_was_written(host: Host) 
     devices = journal_of(host)["devices"]
     assert devices["0000:10:00.0"]["current"] == {"capWatts": 420}
     assert "0000:11:00.0" not in devices
+
+
+# -- write-ahead journal --------------------------------------------------------------------------
+
+
+@dataclass
+class PeekingWriter(FakeWriter):
+    """Also keeps the journal on disk as it is when the backend is handed the writes."""
+
+    host: Host | None = None
+    seen: list[dict[str, Any]] = field(default_factory=list)
+
+    def set_caps(self, host: Host, requests: list[tuple[Any, float]]) -> list[WriteOutcome]:
+        self.seen.append(journal_of(host))
+        return super().set_caps(host, requests)
+
+
+def test_the_original_is_journaled_before_the_write(host: Host) -> None:
+    """A kill between a write and the final save must leave the original journaled: it is saved,
+    with the target, in one save before the batch of writes; the final save then replaces it."""
+    node = Node([gpu(0, cap=600), gpu(1, cap=650), gpu(2, cap=420)], writer=PeekingWriter())
+    run(host, node, watts=420)
+    assert isinstance(node.writer, PeekingWriter)
+    (ahead,) = node.writer.seen
+    assert {k: (d["original"], d["current"], d["pending"]) for k, d in ahead["devices"].items()} == {
+        "0000:10:00.0": ({"capWatts": 600}, {}, {"capWatts": [420]}),
+        "0000:11:00.0": ({"capWatts": 650}, {}, {"capWatts": [420]}),  # 0000:12:00.0 is unchanged: not written
+    }
+    final = journal_of(host)["devices"]
+    assert {k: (d["original"], d["current"], d.get("pending")) for k, d in final.items()} == {
+        "0000:10:00.0": ({"capWatts": 600}, {"capWatts": 420}, None),
+        "0000:11:00.0": ({"capWatts": 650}, {"capWatts": 420}, None),
+    }
+    # a second cap keeps the first originals ahead of its writes too
+    run(host, node, watts=300)
+    assert {k: d["original"] for k, d in node.writer.seen[-1]["devices"].items()} == {
+        "0000:10:00.0": {"capWatts": 600}, "0000:11:00.0": {"capWatts": 650}, "0000:12:00.0": {"capWatts": 420}}
+
+
+def test_a_restore_and_a_dry_run_journal_nothing_ahead(host: Host) -> None:
+    node = Node([gpu(0, cap=600)], writer=PeekingWriter())
+    run(host, node, watts=420, dry_run=True)
+    assert not Path(host.path(journal_mod.JOURNAL_PATH)).exists()
+    run(host, node, watts=420)
+    run(host, node, restore=True)
+    assert isinstance(node.writer, PeekingWriter)
+    assert node.writer.seen[-1]["devices"]["0000:10:00.0"]["current"] == {"capWatts": 420}  # as before the run
+    assert node.writer.values["0000:10:00.0"] == 600
+
+
+def test_a_failed_write_leaves_the_journal_as_it_was(host: Host) -> None:
+    node = Node([gpu(0, cap=600), gpu(1, cap=600)])
+    run(host, node, watts=500)
+    before = journal_of(host)["devices"]
+    node.writer.fail = {"0000:10:00.0": errno.EIO, "0000:11:00.0": errno.EIO}
+    report = run(host, node, watts=300)
+    assert [r.status for r in report.results] == [Status.ERROR, Status.ERROR]
+    assert journal_of(host)["devices"] == before  # the write-ahead entries are replaced by the final save
+
+
+def test_journal_intend_keeps_every_pending_value_until_recorded() -> None:
+    j = journal_mod.Journal()
+    j.record("d", "perfLevel", "high", "low", vendor="amd")
+    j.intend("d", "perfLevel", "low", "profile_peak", vendor="amd")  # a run killed around its write
+    j.intend("d", "perfLevel", "low", "profile_standard", vendor="amd")  # and the next one too
+    j.intend("d", "perfLevel", "low", "profile_peak", vendor="amd")
+    assert (j.original("d", "perfLevel"), j.current("d", "perfLevel"), j.pending("d", "perfLevel")) == (
+        "high", "low", ["profile_peak", "profile_standard"])
+    j.intend("e", "epp", "balance_power", "power", kind="cpu")
+    assert j.set_by_joulectl("e", "epp") and j.current("e", "epp") is None
+    again = journal_mod.Journal.from_dict(json.loads(json.dumps(j.to_dict())))
+    assert again.pending("d", "perfLevel") == ["profile_peak", "profile_standard"]
+    j.record("d", "perfLevel", "low", "profile_peak")
+    j.restored("e", "epp")
+    assert j.pending("d", "perfLevel") == [] and j.pending("e", "epp") == [] and not j.set_by_joulectl("e", "epp")
+    assert "pending" not in j.to_dict()["devices"]["d"]  # the final save has the same shape as before

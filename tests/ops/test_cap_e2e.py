@@ -414,8 +414,12 @@ def test_kill_during_a_write_leaves_a_readable_journal(cap: Cap, cluster: Path) 
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    after = (node / "var/lib/joulectl/state.json").read_text()
-    assert after == before and json.loads(after)["kind"] == "Journal"
+    after = json.loads((node / "var/lib/joulectl/state.json").read_text())
+    # the write-ahead journal, saved before the -pl write: every original kept, the target pending
+    assert after["kind"] == "Journal" and after != json.loads(before)
+    for dev in after["devices"].values():
+        assert (dev["original"], dev["current"], dev["pending"]) == (
+            {"capWatts": 700.0}, {"capWatts": 500.0}, {"capWatts": [300.0]})
     # the lock died with the process: the next run proceeds, and its journal still knows the original
     wrapper.unlink()
     real.rename(node / "bin/nvidia-smi")
@@ -454,3 +458,51 @@ def test_a_driver_reload_loses_the_cap_and_the_next_run_puts_it_back(tmp_path: P
     again = _joulectl("--root", str(node), "cap", "--pct", "60", "-o", "json")
     assert {(x["beforeWatts"], x["targetWatts"], x["status"]) for x in rows(again)} == {(350, 210, "applied")}
     assert journal(root, "nopm-0")["devices"]["0000:4f:00.0"]["original"] == {"capWatts": 350.0}
+
+
+#: ``python -c`` this: joulectl with a SIGKILL of its own process right after its N-th sysfs write
+#: (``Host.write``), so that the gap between a write and the journal save is hit every time.
+KILL_AFTER_WRITE = """\
+import os, signal, sys
+from joulectl.host import Host
+after, real, done = int(os.environ["KILL_AFTER_WRITE"]), Host.write, []
+def write(self, host_path, value):
+    real(self, host_path, value)
+    done.append(host_path)
+    if len(done) == after:
+        os.kill(os.getpid(), signal.SIGKILL)
+Host.write = write
+from joulectl.cli import main
+main()
+"""
+
+
+def _killed_after_write(node: Path, n: int, *args: str) -> None:
+    env = dict(os.environ, NO_COLOR="1", KILL_AFTER_WRITE=str(n))
+    env.pop("JOULECTL_ROOT", None)
+    r = subprocess.run([sys.executable, "-c", KILL_AFTER_WRITE, "--root", str(node), *args], capture_output=True,
+                       text=True, env=env, timeout=60, check=False)
+    assert r.returncode == -signal.SIGKILL, (n, args, r.stderr)
+
+
+def test_kill_right_after_a_write_keeps_the_operators_cap_for_restore(cap: Cap, cluster: Path) -> None:
+    """An operator's cap (600 W, set by hand, no journal) survives a SIGKILL right after each of
+    joulectl's writes: the original is journaled ahead of the first write, so --restore goes back
+    to 600 W and not to the 750 W default (before the write-ahead save it did)."""
+    node = cluster / "mi300x-0"
+    caps = sorted(node.glob("sys/devices/*/*/hwmon/*/power1_cap"))
+    assert len(caps) == 8
+    for f in caps:
+        f.write_text("600000000\n")
+    for n in range(1, 9):  # a kill after the 1st, 2nd, ... 8th GPU write, one run after the other
+        _killed_after_write(node, n, "cap", "--watts", str(400 + 10 * n))
+        assert [f.read_text().strip() for f in caps].count(str((400 + 10 * n) * 10**6)) == n
+        data = journal(cluster, "mi300x-0")
+        assert {json.dumps(d["original"]) for d in data["devices"].values()} == {'{"capWatts": 600.0}'}
+        assert len(data["devices"]) == 8
+    _killed_after_write(node, 3, "cap", "--restore")  # a restore killed half-way is run again
+    r = cap("mi300x-0", "--restore", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert {row["afterWatts"] for row in rows(r)} == {600.0}
+    assert {f.read_text().strip() for f in caps} == {"600000000"}
+    assert all(not d["original"] and not d["current"] for d in journal(cluster, "mi300x-0")["devices"].values())

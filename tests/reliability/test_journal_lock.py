@@ -36,7 +36,8 @@ VALID = json.dumps(
 json_like = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["kind", "devices", "original", "current", "history", "vendor", "model", "x"]), inner,
+        st.sampled_from(["kind", "devices", "original", "current", "history", "pending", "vendor", "model", "x"]),
+        inner,
         max_size=4),
     max_leaves=15,
 )
