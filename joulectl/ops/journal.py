@@ -227,5 +227,18 @@ def load(host: Host) -> Journal:
 
 
 def save(host: Host, journal: Journal) -> None:
-    """Write the journal atomically."""
+    """Write the journal atomically, then remove the temp files of saves that were killed.
+
+    Every save runs under the node lock, so a ``.state.json.*`` temp file beside the journal is
+    the leftover of a run killed between creating and renaming it: never read, only clutter.
+    """
     host.write_atomic(JOURNAL_PATH, json.dumps(journal.to_dict(), indent=2) + "\n", mode=0o600)
+    import os
+
+    directory, name = os.path.split(JOURNAL_PATH)
+    for entry in host.listdir(directory):
+        if entry.startswith(f".{name}."):
+            try:
+                os.unlink(host.path(f"{directory}/{entry}"))
+            except OSError:
+                pass
