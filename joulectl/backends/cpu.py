@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import re
 
-from joulectl.backends.base import PRIVILEGE_HINT, WriteOutcome, status_for_errno
-from joulectl.backends.pci import fmt_w
-from joulectl.host import Host, HostIOError
+from joulectl.backends.base import WriteOutcome
+from joulectl.backends.pci import write_uw_verified
+from joulectl.host import Host
 from joulectl.models import Control, CpufreqPolicy, CpuInventory, PowercapConstraint, PowercapZone, PowerRange, Status
-from joulectl.units import khz_to_mhz, uw_to_w, w_to_uw
+from joulectl.units import khz_to_mhz, uw_to_w
 
 POWERCAP = "/sys/class/powercap"
 CPUFREQ = "/sys/devices/system/cpu/cpufreq"
@@ -392,42 +392,10 @@ def set_caps(host: Host, requests: list[tuple[PowercapZone, float]]) -> list[Wri
         if lt is None:
             out.append(WriteOutcome(zone.zone_id, Status.BLOCKED, "no long_term constraint"))
             continue
-        uw = w_to_uw(watts)
-        try:
-            host.write(lt.limit_path, str(uw))
-        except HostIOError as e:
-            status = status_for_errno(e.errno)
-            if e.errno_name == "ENODATA":
-                msg = LOCKED_MESSAGE
-            elif status is Status.REFUSED:
-                msg = f"{e.errno_name} writing {lt.limit_path}: no privilege ({PRIVILEGE_HINT})"
-            elif e.errno_name == "EINVAL":
-                msg = f"EINVAL: the kernel refused {fmt_w(watts)} (range {fmt_w(lt.min_w)}-{fmt_w(lt.max_w)})"
-            else:
-                msg = f"{e.errno_name} writing {lt.limit_path}: {e.strerror}"
-            out.append(WriteOutcome(zone.zone_id, status, msg))
-            continue
-        back = host.read_attr(lt.limit_path)
-        try:
-            back_uw = int((back.value or "").split()[0])
-        except (ValueError, IndexError):
-            out.append(
-                WriteOutcome(
-                    zone.zone_id,
-                    Status.APPLIED_UNVERIFIED,
-                    f"written, but the limit reads back {back.reason or back.value!r}",
-                )
+        out.append(
+            write_uw_verified(
+                host, zone.zone_id, lt.limit_path, watts, min_w=lt.min_w, max_w=lt.max_w,
+                enodata_message=LOCKED_MESSAGE,
             )
-            continue
-        if back_uw != uw:
-            out.append(
-                WriteOutcome(
-                    zone.zone_id,
-                    Status.ERROR,
-                    f"{zone.zone_id}: read back {fmt_w(uw_to_w(back_uw))} after writing {fmt_w(watts)}",
-                    uw_to_w(back_uw),
-                )
-            )
-        else:
-            out.append(WriteOutcome(zone.zone_id, Status.APPLIED, "", uw_to_w(back_uw)))
+        )
     return out

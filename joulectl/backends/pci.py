@@ -142,20 +142,31 @@ def range_text(min_w: float | None, max_w: float | None) -> str:
 
 
 def write_uw_verified(
-    host: Host, device: str, path: str, watts: float, *, min_w: float | None, max_w: float | None
+    host: Host,
+    device: str,
+    path: str,
+    watts: float,
+    *,
+    min_w: float | None,
+    max_w: float | None,
+    enodata_message: str | None = None,
 ) -> WriteOutcome:
     """Write ``watts`` as whole microwatts to a sysfs power-limit file and read it straight back.
 
-    A failed store maps through :func:`status_for_errno` (EINVAL names the range); a readback
-    that differs from the request is an ``error`` naming the device (hardware clamps, watt
-    truncation); an unreadable readback is ``applied-unverified``.
+    Serves hwmon caps (amdgpu, i915, xe) and powercap constraints alike. A failed store maps
+    through :func:`status_for_errno` (EINVAL names the range; ENODATA, which powercap returns for a
+    firmware-locked limit, says ``enodata_message`` when given); a readback that differs from the
+    request is an ``error`` naming the device (hardware clamps, watt truncation, RAPL power units);
+    an unreadable readback is ``applied-unverified``.
     """
     uw = w_to_uw(watts)
     try:
         host.write(path, str(uw))
     except HostIOError as e:
         status = status_for_errno(e.errno)
-        if status is Status.REFUSED:
+        if e.errno_name == "ENODATA" and enodata_message:
+            msg = enodata_message
+        elif status is Status.REFUSED:
             msg = f"{e.errno_name} writing {path}: no privilege ({PRIVILEGE_HINT})"
         elif e.errno_name == "EINVAL":
             msg = f"EINVAL: the driver refused {fmt_w(watts)} (range {range_text(min_w, max_w)})"

@@ -177,7 +177,7 @@ def test_set_caps_einval_names_the_range(root: Path, trees: ModuleType) -> None:
     host = FaultyWriteHost(str(root))
     host.faults = {"/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw": errno.EINVAL}
     out = cpu.set_caps(host, [(cpu.discover(host).zones[0], 900.0)])
-    assert (out[0].status, out[0].message) == (Status.BLOCKED, "EINVAL: the kernel refused 900 W (range 150 W-350 W)")
+    assert (out[0].status, out[0].message) == (Status.BLOCKED, "EINVAL: the driver refused 900 W (range 150-350 W)")
 
 
 def test_set_caps_readback_that_differs_is_an_error(root: Path, trees: ModuleType) -> None:
