@@ -98,6 +98,17 @@ def _gpu_params(profile: Any, index: int, cap_max_w: float | None) -> ph.GpuPara
     return ph.GpuParams(idle_w=idle, max_w=max_w, min_cap_w=float(min_cap or 0.5 * max_w), cap_tau_s=tau)
 
 
+
+def _nvidia_gpus(profile: Any, boards: list[dict[str, Any]]) -> list[GpuModel]:
+    """The GPU models of an NVIDIA node, one per mock-NVML board (default limit in watts)."""
+    gpus = []
+    for i, board in enumerate(boards):
+        default = (board.get("power") or {}).get("default_limit_mw")
+        gpus.append(GpuModel(i, "nvidia", _gpu_params(profile, i, None),
+                             str((board.get("pci") or {}).get("bus_id", "")).lower(),
+                             default / 1000.0 if default else None))
+    return gpus
+
 def _zone_rules(profile: Any) -> dict[tuple[str, str], dict[str, Any]]:
     """(zone name, constraint name) -> the profile's constraint (locked, limitBits)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -253,13 +264,7 @@ def scan(node_dir: str, node: str, profile: Any) -> NodeModel:
     gpus: list[GpuModel] = []
     nvml = vendor == "nvidia" and os.path.exists(os.path.join(node_dir, "state", "nvml.json"))
     if nvml:
-        boards: list[dict[str, Any]] = getattr(profile, "boards", [])
-        for i, board in enumerate(boards):
-            bp = board.get("power") or {}
-            default = bp.get("default_limit_mw")
-            gpus.append(GpuModel(i, "nvidia", _gpu_params(profile, i, None),
-                                 str((board.get("pci") or {}).get("bus_id", "")).lower(),
-                                 default / 1000.0 if default else None))
+        gpus.extend(_nvidia_gpus(profile, getattr(profile, "boards", [])))
     else:
         for i, bdf in enumerate(bdf_order):
             cap_max = None
@@ -363,12 +368,7 @@ def from_manifest(node_dir: str, node: str, profile: Any, manifest: dict[str, An
     boards: list[dict[str, Any]] = getattr(profile, "boards", []) if profile is not None else []
     bus_ids = [str(b) for b in gcfg.get("busIds") or []]
     if nvml:
-        for i, board in enumerate(boards):
-            bp = board.get("power") or {}
-            default = bp.get("default_limit_mw")
-            gpus.append(GpuModel(i, "nvidia", _gpu_params(profile, i, None),
-                                 str((board.get("pci") or {}).get("bus_id", "")).lower(),
-                                 default / 1000.0 if default else None))
+        gpus.extend(_nvidia_gpus(profile, boards))
     else:
         for i in sorted(gpu_ids):
             cap_max = None
