@@ -646,17 +646,7 @@ def _plan_gpu(dev: GpuDevice, setting: CapSetting, journal: Journal) -> tuple[De
     rng = dev.cap_range
     fallback = rng.default_w if dev.vendor == "nvidia" and rng.default_w is not None else rng.max_w
     target, why = resolve_target(setting, rng.min_w, rng.max_w, _restore_to(journal, dev.bus_id, fallback))
-    row.target_w = target
-    if why is not None:
-        row.status = Status.BLOCKED
-        row.message = why
-        return row, False
-    if _same(dev.current_cap_w, target):
-        row.status = Status.UNCHANGED
-        row.after_w = dev.current_cap_w
-        row.message = "already at target"
-        return row, False
-    return row, True
+    return _targeted(row, target, why, dev.current_cap_w)
 
 
 def _plan_zone(zone: PowercapZone, setting: CapSetting, journal: Journal, vendor: str | None,
@@ -672,14 +662,21 @@ def _plan_zone(zone: PowercapZone, setting: CapSetting, journal: Journal, vendor
     if zone.locked:
         return _cannot(row, setting, journal, "limit locked by firmware")
     target, why = resolve_target(setting, lt.min_w, lt.max_w, _restore_to(journal, zone.zone_id, lt.max_w))
+    return _targeted(row, target, why, lt.limit_w)
+
+
+def _targeted(row: DeviceResult, target: float | None, why: str | None,
+              current_w: float | None) -> tuple[DeviceResult, bool]:
+    """Fill a planned row with its target: blocked when out of range (``why``), unchanged when the
+    device is already there; the boolean says whether it must be written."""
     row.target_w = target
     if why is not None:
         row.status = Status.BLOCKED
         row.message = why
         return row, False
-    if _same(lt.limit_w, target):
+    if _same(current_w, target):
         row.status = Status.UNCHANGED
-        row.after_w = lt.limit_w
+        row.after_w = current_w
         row.message = "already at target"
         return row, False
     return row, True
