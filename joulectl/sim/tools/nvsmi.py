@@ -78,35 +78,25 @@ def _parse(args: list[str]) -> dict[str, str | bool]:
             name, eq, val = a[2:].partition("=")
             if name not in _LONG:
                 raise Usage(a)
-            takes = _LONG[name]
-            key = _ALIAS.get(name, name)
-            if takes:
-                if not eq:
-                    i += 1
-                    if i >= len(args):
-                        raise Usage(a)
-                    val = args[i]
-                opts[key] = val
-            else:
-                if eq:
-                    raise Usage(a)
-                opts[key] = True
+            key, takes = _ALIAS.get(name, name), _LONG[name]
         elif a.startswith("-"):
             name, eq, val = a.partition("=")
             if name not in _SHORT:
                 raise Usage(a)
             key, takes = _SHORT[name]
-            if takes:
-                if not eq:
-                    i += 1
-                    if i >= len(args):
-                        raise Usage(a)
-                    val = args[i]
-                opts[key] = val
-            else:
-                opts[key] = True
         else:
             raise Usage(a)
+        if takes:
+            if not eq:
+                i += 1
+                if i >= len(args):
+                    raise Usage(a)
+                val = args[i]
+            opts[key] = val
+        elif eq:
+            raise Usage(a)
+        else:
+            opts[key] = True
         i += 1
     return opts
 
