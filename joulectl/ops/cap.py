@@ -491,7 +491,7 @@ class CapWriter(Protocol):
 
 InventoryFn = Callable[..., NodeInventory]
 GovernorFn = Callable[..., list[DeviceResult]]
-#: ``governor.plan_intents``: the settings a preset would write, as ``governor.Intent`` objects.
+#: ``governor.plan_intents``: the settings a preset would write, as ``journal.Intent`` objects.
 IntentFn = Callable[..., list[Any]]
 
 
@@ -905,8 +905,7 @@ def _write_ahead(host: Host, req: CapRequest, inv: NodeInventory, journal: Journ
     the original journaled, so ``--restore`` and ``governor reset`` still go back to it. A restore
     writes originals and needs none. When the journal cannot be written the run goes on and says so
     (``journal not saved``), as for the final save."""
-    from joulectl.ops.governor import Intent, save_ahead
-    from joulectl.ops.journal import JOURNAL_PATH
+    from joulectl.ops.journal import JOURNAL_PATH, Intent, save_ahead
 
     intents: list[Any] = []
     if not _is_restore(req):

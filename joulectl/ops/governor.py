@@ -35,7 +35,7 @@ from joulectl.models import (
     NodeInventory,
     Status,
 )
-from joulectl.ops.journal import Journal
+from joulectl.ops.journal import Intent, Journal, save_ahead
 from joulectl.ops.select import select_devices
 
 API_VERSION = "joulectl.io/v1alpha1"
@@ -44,39 +44,6 @@ PRESET = "governorPreset"
 NV_SETTINGS = {"graphics": "gpuLockedClocks", "memory": "memoryLockedClocks"}
 
 
-@dataclass(frozen=True)
-class Intent:
-    """A setting a run is about to write, journaled ahead of the write (write-ahead): ``before``
-    is what is in force now (the original, unless the journal has one), ``value`` the target."""
-
-    device: str
-    setting: str
-    before: Any
-    value: Any
-    vendor: str = ""
-    model: str | None = None
-    kind: str = "gpu"
-
-
-def journal_ahead(journal: Journal, intents: Sequence[Intent]) -> Journal:
-    """A copy of ``journal`` with every intent noted (:meth:`Journal.intend`: the original kept,
-    the target ``pending``): saved before the writes, it keeps the originals, and the targets known
-    as joulectl's, should the run be killed between a write and the final save. ``journal``
-    itself is left as it is (the final save writes it as today)."""
-    import copy
-
-    ahead = Journal(devices=copy.deepcopy(journal.devices))
-    for i in intents:
-        ahead.intend(i.device, i.setting, i.before, i.value, vendor=i.vendor, model=i.model, kind=i.kind)
-    return ahead
-
-
-def save_ahead(host: Host, journal: Journal, intents: Sequence[Intent]) -> None:
-    """Save :func:`journal_ahead` atomically; ``OSError`` when the journal cannot be written."""
-    from joulectl.ops.journal import save
-
-    if intents:
-        save(host, journal_ahead(journal, intents))
 MODEL_PRESETS_ENV = "GPU_GOVERNOR_MODEL_PRESETS_JSON"
 OPERATOR = "locked by the operator, not by joulectl: left alone"
 INTEL_BLOCKED = "no governor mapping for Intel GPUs"

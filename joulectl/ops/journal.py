@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,6 +200,39 @@ class Journal:
         if not isinstance(devices, dict):
             raise ValueError("devices is not an object")
         return cls(devices={str(k): DeviceRecord.from_dict(v) for k, v in devices.items()})
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A setting a run is about to write, journaled ahead of the write (write-ahead): ``before``
+    is what is in force now (the original, unless the journal has one), ``value`` the target."""
+
+    device: str
+    setting: str
+    before: Any
+    value: Any
+    vendor: str = ""
+    model: str | None = None
+    kind: str = "gpu"
+
+
+def journal_ahead(journal: Journal, intents: Sequence[Intent]) -> Journal:
+    """A copy of ``journal`` with every intent noted (:meth:`Journal.intend`: the original kept,
+    the target ``pending``): saved before the writes, it keeps the originals, and the targets known
+    as joulectl's, should the run be killed between a write and the final save. ``journal``
+    itself is left as it is (the final save writes it as today)."""
+    import copy
+
+    ahead = Journal(devices=copy.deepcopy(journal.devices))
+    for i in intents:
+        ahead.intend(i.device, i.setting, i.before, i.value, vendor=i.vendor, model=i.model, kind=i.kind)
+    return ahead
+
+
+def save_ahead(host: Host, journal: Journal, intents: Sequence[Intent]) -> None:
+    """Save :func:`journal_ahead` atomically; ``OSError`` when the journal cannot be written."""
+    if intents:
+        save(host, journal_ahead(journal, intents))
 
 
 def load(host: Host) -> Journal:

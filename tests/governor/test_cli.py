@@ -19,7 +19,7 @@ from joulectl.errors import ExitCode, JoulectlError
 from joulectl.host import Host
 from joulectl.ops import governor as gov
 from joulectl.ops.discover import inventory
-from joulectl.ops.journal import Journal
+from joulectl.ops.journal import Journal, journal_ahead
 
 Cli = Callable[..., Any]
 
@@ -446,7 +446,7 @@ def test_the_write_ahead_journal_has_the_originals_and_the_targets(tmp_path: Pat
     inv = inventory(host)
     journal = Journal()
     intents = gov.plan_intents(host, inv, journal, "low", selectors=("0",))
-    ahead = gov.journal_ahead(journal, intents)
+    ahead = journal_ahead(journal, intents)
     assert journal.devices == {}  # the run's own journal is untouched
     (bus,) = ahead.devices
     assert (ahead.original(bus, "perfLevel"), ahead.current(bus, "perfLevel"), ahead.pending(bus, "perfLevel")) == (
