@@ -44,6 +44,9 @@ PYCACHE = tempfile.mkdtemp(prefix="bench-cap-pycache-")
 
 def _joulectl(*args: str) -> float:
     env = dict(os.environ, NO_COLOR="1", PYTHONPYCACHEPREFIX=PYCACHE)
+    # An installed package runs from bytecode: cache it (under the prefix, so the checkout stays
+    # clean) even where PYTHONDONTWRITEBYTECODE is set, as bench_startup.py does.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "joulectl", *args], capture_output=True, env=env, check=False)
     elapsed = time.perf_counter() - start
