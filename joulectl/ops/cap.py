@@ -865,7 +865,11 @@ def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory,
             if needs:
                 pending.append(_Pending(row, zone, "cpu"))
 
-    plan_governor, apply_governor = (None, deps.governor()) if req.dry_run else deps.governor_pair(host)
+    governors = _governors(req, gpus)
+    plan_governor: IntentFn | None = None
+    apply_governor: GovernorFn | None = None
+    if governors:  # the governor module (and its backends) is imported only for a run that names a preset
+        plan_governor, apply_governor = (None, deps.governor()) if req.dry_run else deps.governor_pair(host)
     if req.dry_run:
         for p in pending:
             p.row.message = f"would set {_fmt_w(p.row.target_w)} W"
@@ -876,7 +880,8 @@ def _cap_and_govern(host: Host, req: CapRequest, deps: Deps, inv: NodeInventory,
         finally:  # an interrupt between two vendor batches still journals the first one
             _record(journal, report.results, restore=_is_restore(req))
 
-    for preset, gpu_side in _governors(req, gpus):
+    for preset, gpu_side in governors:
+        assert apply_governor is not None
         try:
             rows = apply_governor(
                 host, inv, journal, preset, gpu=gpu_side, cpu=not gpu_side,
