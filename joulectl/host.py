@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno as errno_mod
 import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -229,18 +228,25 @@ class Host:
         finally:
             os.close(fd)
 
-    def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644) -> None:
-        """Replace a regular file atomically: temp file, fsync, rename, fsync of the directory."""
+    def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644, durable: bool = True) -> None:
+        """Replace a regular file atomically: temp file, fsync, rename, fsync of the directory.
+
+        A reader sees the old or the new content, never a mix, whatever kills the writer. With
+        ``durable=False`` the two fsyncs are skipped: still atomic against a killed process (the
+        page cache outlives it), only not against a power loss.
+        """
         real = self.path(host_path)
         directory = os.path.dirname(real)
         self.makedirs(os.path.dirname(host_path))
         self._checked(os.path.dirname(host_path))
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", dir=directory)
+        tmp = os.path.join(directory, f".{os.path.basename(real)}.{os.getpid()}.{time.monotonic_ns()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(data)
                 fh.flush()
-                os.fsync(fh.fileno())
+                if durable:
+                    os.fsync(fh.fileno())
             os.chmod(tmp, mode)
             os.replace(tmp, real)
         except BaseException:
@@ -249,6 +255,8 @@ class Host:
             except OSError:
                 pass
             raise
+        if not durable:
+            return
         dfd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dfd)

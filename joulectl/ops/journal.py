@@ -230,9 +230,13 @@ def journal_ahead(journal: Journal, intents: Sequence[Intent]) -> Journal:
 
 
 def save_ahead(host: Host, journal: Journal, intents: Sequence[Intent]) -> None:
-    """Save :func:`journal_ahead` atomically; ``OSError`` when the journal cannot be written."""
+    """Save :func:`journal_ahead` atomically; ``OSError`` when the journal cannot be written.
+
+    Not fsynced: it guards against a killed run (the page cache outlives the process). A power loss
+    needs no guard: the limits themselves do not survive it, and the final save is durable.
+    """
     if intents:
-        save(host, journal_ahead(journal, intents))
+        save(host, journal_ahead(journal, intents), durable=False)
 
 
 def load(host: Host) -> Journal:
@@ -260,13 +264,13 @@ def load(host: Host) -> Journal:
         return Journal(set_aside=aside)
 
 
-def save(host: Host, journal: Journal) -> None:
+def save(host: Host, journal: Journal, *, durable: bool = True) -> None:
     """Write the journal atomically, then remove the temp files of saves that were killed.
 
     Every save runs under the node lock, so a ``.state.json.*`` temp file beside the journal is
     the leftover of a run killed between creating and renaming it: never read, only clutter.
     """
-    host.write_atomic(JOURNAL_PATH, json.dumps(journal.to_dict(), indent=2) + "\n", mode=0o600)
+    host.write_atomic(JOURNAL_PATH, json.dumps(journal.to_dict(), indent=2) + "\n", mode=0o600, durable=durable)
     import os
 
     directory, name = os.path.split(JOURNAL_PATH)
