@@ -425,7 +425,7 @@ def test_journal_that_cannot_be_saved_ahead_stops_before_any_write(tmp_path: Pat
                                                                    text: str) -> None:
     """The originals are journaled before the first write; when that save fails nothing is written."""
     class NoJournal(Host):
-        def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644) -> None:
+        def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644, durable: bool = True) -> None:
             raise OSError(err, os.strerror(err))
 
     root = trees.amd_mi250x_x4(tmp_path / "m")

@@ -687,7 +687,7 @@ def test_governor_the_node_cannot_take_blocks_only_the_governor(host: Host, tmp_
 
 def test_journal_that_cannot_be_saved_is_partial_and_says_so(tmp_path: Path) -> None:
     class FullDisk(Host):
-        def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644) -> None:
+        def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644, durable: bool = True) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
 
     root = tmp_path / "root"
