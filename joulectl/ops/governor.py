@@ -547,6 +547,17 @@ def _set_cpu(host: Host, inventory: NodeInventory, journal: Journal, preset: str
 # -- entry points ------------------------------------------------------------------------------
 
 
+def _target_and_presets(
+    preset: str, gpu: bool, cpu: bool, model_presets: dict[str, Any] | None
+) -> tuple[str, dict[str, Any] | None]:
+    """The target (``gpu`` or ``cpu``) ``preset`` applies to, and the model presets validated: a
+    raw map (cap loads the file itself) is checked here, exit 2 naming the field."""
+    target = resolve_target(preset, gpu, cpu)
+    if model_presets is not None:
+        model_presets = parse_model_presets(model_presets, "model presets")
+    return target, model_presets
+
+
 def apply_preset(
     host: Host,
     inventory: NodeInventory,
@@ -568,10 +579,7 @@ def apply_preset(
     (``InputError`` listing the presets otherwise). ``selectors`` (``--device``) pick GPUs;
     ``NoDeviceError`` when none match or the node has none.
     """
-    target = resolve_target(preset, gpu, cpu)
-    if model_presets is not None:
-        # a raw map (cap loads the file itself) is validated here: exit 2 naming the field
-        model_presets = parse_model_presets(model_presets, "model presets")
+    target, model_presets = _target_and_presets(preset, gpu, cpu, model_presets)
     if target == "gpu":
         return _set_gpus(host, inventory, journal, preset, selectors, dry_run, model_presets, ctx=ctx)
     return _set_cpu(host, inventory, journal, preset, dry_run)
@@ -591,9 +599,7 @@ def plan_intents(
 ) -> list[Intent]:
     """The settings :func:`apply_preset` would write (its dry run, collected), to journal ahead.
     Raises what ``apply_preset`` raises (an unknown preset, no device)."""
-    target = resolve_target(preset, gpu, cpu)
-    if model_presets is not None:
-        model_presets = parse_model_presets(model_presets, "model presets")
+    target, model_presets = _target_and_presets(preset, gpu, cpu, model_presets)
     intents: list[Intent] = []
     if target == "gpu":
         _set_gpus(host, inventory, journal, preset, selectors, True, model_presets, intents, ctx)
