@@ -263,20 +263,8 @@ def test_intel_gpus_blocked(cluster: Cluster) -> None:
 
 # -- a SIGKILL right after a write ------------------------------------------------------------------
 
-#: ``python -c`` this: joulectl with a SIGKILL of its own process right after its N-th sysfs write.
-KILL_AFTER_WRITE = """\
-import os, signal, sys
-from joulectl.host import Host
-after, real, done = int(os.environ["KILL_AFTER_WRITE"]), Host.write, []
-def write(self, host_path, value):
-    real(self, host_path, value)
-    done.append(host_path)
-    if len(done) == after:
-        os.kill(os.getpid(), signal.SIGKILL)
-Host.write = write
-from joulectl.cli import main
-main()
-"""
+#: The script that runs joulectl and SIGKILLs it right after its N-th sysfs write.
+KILL_AFTER_WRITE = str(Path(__file__).resolve().parents[1] / "fixtures" / "kill_after_write.py")
 
 MI300X_ONLY = """\
 apiVersion: sim.joulie.io/v1alpha1
@@ -305,7 +293,7 @@ def test_kill_right_after_a_write_reset_returns_the_operators_level(tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if k not in ("JOULECTL_ROOT", "HWEMU_UNPRIVILEGED")}
     for n in range(1, 9):  # a kill after the 1st, 2nd, ... 8th level write, one run after the other
         preset, level = [("low", "low"), ("peak", "profile_peak"), ("sustained", "profile_standard")][n % 3]
-        r = subprocess.run([sys.executable, "-c", KILL_AFTER_WRITE, "--root", str(node), "governor", "set", preset],
+        r = subprocess.run([sys.executable, KILL_AFTER_WRITE, "--root", str(node), "governor", "set", preset],
                            capture_output=True, text=True, env={**env, "KILL_AFTER_WRITE": str(n)}, timeout=120,
                            check=False)
         assert r.returncode == -signal.SIGKILL, (n, r.stderr)

@@ -460,27 +460,15 @@ def test_a_driver_reload_loses_the_cap_and_the_next_run_puts_it_back(tmp_path: P
     assert journal(root, "nopm-0")["devices"]["0000:4f:00.0"]["original"] == {"capWatts": 350.0}
 
 
-#: ``python -c`` this: joulectl with a SIGKILL of its own process right after its N-th sysfs write
+#: The script that runs joulectl and SIGKILLs it right after its N-th sysfs write
 #: (``Host.write``), so that the gap between a write and the journal save is hit every time.
-KILL_AFTER_WRITE = """\
-import os, signal, sys
-from joulectl.host import Host
-after, real, done = int(os.environ["KILL_AFTER_WRITE"]), Host.write, []
-def write(self, host_path, value):
-    real(self, host_path, value)
-    done.append(host_path)
-    if len(done) == after:
-        os.kill(os.getpid(), signal.SIGKILL)
-Host.write = write
-from joulectl.cli import main
-main()
-"""
+KILL_AFTER_WRITE = str(Path(__file__).resolve().parents[1] / "fixtures" / "kill_after_write.py")
 
 
 def _killed_after_write(node: Path, n: int, *args: str) -> None:
     env = dict(os.environ, NO_COLOR="1", KILL_AFTER_WRITE=str(n))
     env.pop("JOULECTL_ROOT", None)
-    r = subprocess.run([sys.executable, "-c", KILL_AFTER_WRITE, "--root", str(node), *args], capture_output=True,
+    r = subprocess.run([sys.executable, KILL_AFTER_WRITE, "--root", str(node), *args], capture_output=True,
                        text=True, env=env, timeout=60, check=False)
     assert r.returncode == -signal.SIGKILL, (n, args, r.stderr)
 
