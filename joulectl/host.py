@@ -13,9 +13,10 @@ import errno as errno_mod
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from joulectl.errors import ConfinementError, InputError
+from joulectl.record import record
 
 DEFAULT_TOOL_TIMEOUT_S = 3.0
 #: Largest attribute or tool output read, in bytes; sysfs attributes are at most a page.
@@ -53,7 +54,7 @@ class ToolTimeout(ToolError):
     """The tool did not finish within the timeout and was killed."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Attr:
     """The result of reading one attribute: its stripped text, or the errno that failed it."""
 
@@ -74,7 +75,7 @@ class Attr:
         return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolResult:
     """A finished tool run."""
 
@@ -85,7 +86,7 @@ class ToolResult:
     seconds: float
 
 
-@dataclass
+@record
 class Host:
     """A host filesystem root and the vendor tools that belong to it.
 

@@ -7,9 +7,11 @@ turn them into results; render prints them. ``None`` always means "unknown", and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any
+
+from joulectl.record import record
 
 
 class Status(str, Enum):
@@ -38,7 +40,7 @@ GPU_PRESETS = ("auto", "sustained", "efficient", "low", "peak")
 CPU_PRESETS = ("performance", "balanced", "efficiency")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PowerRange:
     """A settable power range in watts; any bound may be unknown."""
 
@@ -51,7 +53,7 @@ class PowerRange:
         return self.max_w is not None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Control:
     """Whether a capability can be used, and why not."""
 
@@ -59,7 +61,7 @@ class Control:
     reason: str | None = None
 
 
-@dataclass
+@record
 class GpuDevice:
     """One GPU as discovered: identity, limits, current state and how it is controlled.
 
@@ -103,7 +105,7 @@ class GpuDevice:
     energy_uj: int | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PowercapConstraint:
     """One ``constraint_<i>_*`` set of a powercap zone."""
 
@@ -118,7 +120,7 @@ class PowercapConstraint:
     limit_reason: str | None = None
 
 
-@dataclass
+@record
 class PowercapZone:
     """A powercap (RAPL) zone: package, dram, psys, core or uncore."""
 
@@ -145,7 +147,7 @@ class PowercapZone:
         return lt is not None and (self.enabled is False or lt.limit_reason == "ENODATA")
 
 
-@dataclass
+@record
 class CpufreqPolicy:
     """One cpufreq policy directory."""
 
@@ -163,7 +165,7 @@ class CpufreqPolicy:
     cur_khz: int | None
 
 
-@dataclass
+@record
 class CpuInventory:
     """The node's CPUs: identity, topology, cpufreq and powercap."""
 
@@ -200,14 +202,16 @@ class CpuInventory:
         return [z for z in self.zones if z.kind == "package"]
 
 
-@dataclass
+@record
 class HostInfo:
+    """The node itself: host name, kernel release and whether it is a virtual machine."""
+
     hostname: str
     kernel: str | None
     virtual: bool
 
 
-@dataclass
+@record
 class NodeInventory:
     """Everything ``discover`` reports about one node."""
 
@@ -237,7 +241,7 @@ class NodeInventory:
         return tuple(p for p in GPU_PRESETS if p in common)
 
 
-@dataclass
+@record
 class DeviceResult:
     """One row of a mutating command's result (SPEC §2)."""
 

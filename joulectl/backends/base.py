@@ -17,18 +17,18 @@ zones. Backends never print and never import typer or rich.
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass
 from typing import Protocol
 
 from joulectl.host import Host
 from joulectl.models import GpuDevice, Status
+from joulectl.record import record
 
 
 class BackendUnavailable(Exception):
     """The vendor's devices could not be listed (the message says why)."""
 
 
-@dataclass
+@record
 class WriteOutcome:
     """What one write did: the status, a message, and the value read back (watts)."""
 

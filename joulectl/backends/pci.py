@@ -9,12 +9,12 @@ under ``hwmon/hwmon<N>/`` (matched by their ``name`` file, never by N).
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 
 from joulectl.backends.base import PRIVILEGE_HINT, WriteOutcome, normalize_bus_id, status_for_errno
 from joulectl.errors import ConfinementError
 from joulectl.host import Host, HostIOError
 from joulectl.models import Status
+from joulectl.record import record
 from joulectl.units import uw_to_w, w_to_uw
 
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -27,7 +27,7 @@ VENDOR_INTEL = 0x8086
 GPU_BASE_CLASSES = frozenset({0x03, 0x12})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PciDevice:
     """One PCI function as sysfs shows it."""
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from joulectl.record import record
 
 _GFD_SUFFIX = re.compile(r"(?:-MIG-[^\s]*|-SHARED)+$", re.IGNORECASE)
 _DROP = re.compile(r"\(r\)|\(tm\)|®|™", re.IGNORECASE)
@@ -33,7 +34,7 @@ def normalize(name: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuEntry:
     key: str
     vendor: str
@@ -51,7 +52,7 @@ class GpuEntry:
         return self.min_board_power_w if self.min_board_power_w else 0.5 * self.max_board_power_w
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CpuEntry:
     key: str
     vendor: str
@@ -68,7 +69,7 @@ class CpuEntry:
     source: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Catalog:
     gpus: dict[str, GpuEntry]
     cpus: dict[str, CpuEntry]

@@ -26,7 +26,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from joulectl.errors import (
@@ -47,6 +47,7 @@ from joulectl.models import (
     PowercapZone,
     Status,
 )
+from joulectl.record import record
 from joulectl.units import round_half_away
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ TARGETS = ("gpu", "cpu", "all")
 # -- the request ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CapSetting:
     """What to set on a device: exactly one of ``watts``, ``pct`` or ``restore``."""
 
@@ -90,7 +91,7 @@ class CapSetting:
         return {"watts": self.watts}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeTwinIntent:
     """The cap intent of one NodeTwin (seed precedence already applied)."""
 
@@ -100,7 +101,7 @@ class NodeTwinIntent:
     governor: str | None
 
 
-@dataclass
+@record
 class CapRequest:
     """A parsed ``cap`` command line.
 
@@ -374,7 +375,7 @@ def _narrow(req: CapRequest, gpu: CapSetting | None, cpu: CapSetting | None,
 # -- the report -------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class CapReport:
     """What a ``cap`` run did, ready to render: the CapResult object and the exit code."""
 
@@ -495,7 +496,7 @@ GovernorFn = Callable[..., list[DeviceResult]]
 IntentFn = Callable[..., list[Any]]
 
 
-@dataclass
+@record
 class Deps:
     """Where ``cap`` gets its inventory, writers and governor; ``None`` means the real modules."""
 
@@ -606,7 +607,7 @@ def _restore_to(journal: Journal, device: str, fallback: float | None) -> float 
     return last if last is not None else fallback
 
 
-@dataclass
+@record
 class _Pending:
     """A row waiting for its write: the device or zone object and the target."""
 

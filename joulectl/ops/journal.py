@@ -29,10 +29,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from joulectl.host import Host, HostIOError
+from joulectl.record import record
 
 JOURNAL_PATH = "/var/lib/joulectl/state.json"
 HISTORY_LIMIT = 50
@@ -49,7 +50,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-@dataclass
+@record
 class DeviceRecord:
     vendor: str = ""
     model: str | None = None
@@ -89,7 +90,7 @@ class DeviceRecord:
         return rec
 
 
-@dataclass
+@record
 class Journal:
     devices: dict[str, DeviceRecord] = field(default_factory=dict)
     #: set when a corrupt journal was moved aside while loading (its new path).
@@ -202,7 +203,7 @@ class Journal:
         return cls(devices={str(k): DeviceRecord.from_dict(v) for k, v in devices.items()})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Intent:
     """A setting a run is about to write, journaled ahead of the write (write-ahead): ``before``
     is what is in force now (the original, unless the journal has one), ``value`` the target."""

@@ -1,0 +1,132 @@
+"""``record``: dataclasses whose methods are not compiled at import, for the start-up path.
+
+``dataclasses.dataclass`` writes ``__init__``, ``__repr__``, ``__eq__`` (and, for frozen classes,
+``__setattr__``, ``__delattr__`` and ``__hash__``) as source text and compiles each with ``exec``
+when the class is created: about 0.5 ms per class. The ~27 data classes that ``joulectl cap``
+imports cost ~15 ms that way, a tenth of a cron run (docs/PERFORMANCE.md). ``record`` lets
+``dataclasses`` do the field bookkeeping (so ``fields``, ``asdict``, ``replace`` and subclassing
+work unchanged) with every generated method turned off, then installs generic methods that read
+the field list at call time: the same semantics, no compiler at import, a few microseconds more
+per instance. Use it on modules a cron-run command imports; the rest of the package keeps plain
+``dataclass``. Type checkers see ``dataclasses.dataclass`` itself.
+
+Supported: ``frozen``; ``field(default=..., default_factory=..., init=, repr=, compare=, hash=,
+kw_only=)``; ``ClassVar`` annotations; ``__post_init__``; methods defined in the class body win
+over the generated ones, as with ``dataclass``. Not supported: ``order``, ``slots``, ``InitVar``
+(the decorator takes ``frozen`` only; use ``dataclass`` for the rest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass as record
+else:
+
+    def record(cls: type | None = None, /, *, frozen: bool = False) -> Any:
+        """Decorate ``cls`` like ``@dataclass`` / ``@dataclass(frozen=True)``."""
+
+        def wrap(c: type) -> type:
+            return _process(c, frozen)
+
+        return wrap if cls is None else wrap(cls)
+
+
+__all__ = ["record"]
+
+_MISSING: Any = dataclasses.MISSING
+
+
+def _process(cls: type, frozen: bool) -> type:
+    own = cls.__dict__
+    qualname = cls.__qualname__
+    class_hash = own.get("__hash__", _MISSING)
+    explicit_hash = not (class_hash is _MISSING or (class_hash is None and "__eq__" in own))
+    undocumented = not own.get("__doc__")
+    if undocumented:  # else dataclass builds the docstring with inspect.signature, slowly
+        cls.__doc__ = qualname
+    dataclasses.dataclass(cls, init=False, repr=False, eq=False)  # fields only: nothing is compiled
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    if undocumented:
+        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"
+    positional = tuple(f.name for f in fields if f.init and not f.kw_only)
+    init_names = frozenset(f.name for f in fields if f.init)
+    # (name, default, factory) in field order; fields outside __init__ only when they have a factory
+    # (a plain default stays a class attribute, as dataclass leaves it).
+    plan: tuple[tuple[str, Any, Any], ...] = tuple(
+        (f.name, f.default, f.default_factory)
+        for f in fields
+        if f.init or f.default_factory is not _MISSING
+    )
+    repr_names = tuple(f.name for f in fields if f.repr)
+    compare_names = tuple(f.name for f in fields if f.compare)
+    hash_names = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
+    post_init = hasattr(cls, "__post_init__")
+    set_attr = object.__setattr__
+    owner: type = cls  # for super(): the frozen checks below narrow ``cls``
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(positional):
+            raise TypeError(
+                f"{qualname}.__init__() takes {len(positional) + 1} positional arguments"
+                f" but {len(args) + 1} were given"
+            )
+        given = dict(zip(positional, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in init_names:
+                raise TypeError(f"{qualname}.__init__() got an unexpected keyword argument {name!r}")
+            if name in given:
+                raise TypeError(f"{qualname}.__init__() got multiple values for argument {name!r}")
+            given[name] = value
+        for name, default, factory in plan:
+            if name in given:
+                value = given[name]
+            elif factory is not _MISSING:
+                value = factory()
+            elif default is not _MISSING:
+                value = default
+            else:
+                raise TypeError(f"{qualname}.__init__() missing 1 required argument: {name!r}")
+            set_attr(self, name, value)
+        if post_init:
+            self.__post_init__()
+
+    def __repr__(self: Any) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in repr_names)
+        return f"{type(self).__qualname__}({inner})"
+
+    def __eq__(self: Any, other: Any) -> Any:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in compare_names)
+
+    def __hash__(self: Any) -> int:
+        return hash(tuple(getattr(self, name) for name in hash_names))
+
+    field_names = frozenset(f.name for f in fields)
+
+    def __setattr__(self: object, name: str, value: Any) -> None:
+        if type(self) is cls or name in field_names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(owner, self).__setattr__(name, value)  # type: ignore[arg-type]  # mypy: super() of a variable
+
+    def __delattr__(self: object, name: str) -> None:
+        if type(self) is cls or name in field_names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(owner, self).__delattr__(name)  # type: ignore[arg-type]  # mypy: super() of a variable
+
+    methods: dict[str, Any] = {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__}
+    if frozen:
+        methods.update(__setattr__=__setattr__, __delattr__=__delattr__)
+    for name, method in methods.items():
+        if name not in own:
+            method.__qualname__ = f"{qualname}.{name}"
+            setattr(cls, name, method)
+    if not explicit_hash:
+        # dataclass's rule for eq=True: frozen classes hash their fields, mutable ones are unhashable.
+        if frozen:
+            __hash__.__qualname__ = f"{qualname}.__hash__"
+        cls.__hash__ = __hash__ if frozen else None  # type: ignore[assignment]
+    return cls

@@ -1,0 +1,140 @@
+"""``joulectl.record.record`` behaves as ``dataclasses.dataclass`` for what the package uses."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pytest
+
+from joulectl.record import record
+
+
+def _pair(frozen: bool) -> tuple[type, type]:
+    """The same class body under ``dataclass`` and under ``record``."""
+
+    def body(decorate: Any) -> type:
+        @decorate(frozen=frozen)
+        class Sample:
+            """A sample."""
+
+            name: str
+            watts: float = 1.5
+            tags: list[str] = field(default_factory=list)
+            note: str = field(default="n", repr=False, compare=False)
+            cache: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+            unit: str = field(default="W", kw_only=True)
+            KIND: ClassVar[str] = "sample"
+
+        return Sample
+
+    return body(dataclass), body(record)
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_construction_repr_eq_match_dataclass(frozen: bool) -> None:
+    ref, rec = _pair(frozen)
+    for args, kwargs in [(("a",), {}), (("a", 2.0, ["x"]), {"note": "z", "unit": "mW"}), ((), {"name": "b"})]:
+        want, got = ref(*args, **kwargs), rec(*args, **kwargs)
+        assert repr(got) == repr(want).replace(ref.__qualname__, rec.__qualname__)
+        assert dataclasses.asdict(got) == dataclasses.asdict(want)
+        assert got.cache == {} and got.KIND == "sample"
+    assert rec("a", note="x") == rec("a", note="y")  # compare=False
+    assert rec("a") != rec("b") and rec("a") != ref("a")  # other class: NotImplemented, then identity
+    assert rec("a").tags is not rec("a").tags  # a fresh default per instance
+    assert [f.name for f in dataclasses.fields(rec)] == [f.name for f in dataclasses.fields(ref)]
+    assert dataclasses.is_dataclass(rec)
+    assert rec.__match_args__ == ref.__match_args__
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_argument_errors_match_dataclass(frozen: bool) -> None:
+    _, rec = _pair(frozen)
+    with pytest.raises(TypeError, match="missing 1 required argument: 'name'"):
+        rec()
+    with pytest.raises(TypeError, match="takes 5 positional arguments but 6 were given"):
+        rec("a", 1.0, [], "n", "mW")  # unit is keyword-only
+    with pytest.raises(TypeError, match="unexpected keyword argument 'cache'"):
+        rec("a", cache={})  # init=False
+    with pytest.raises(TypeError, match="multiple values for argument 'name'"):
+        rec("a", name="b")
+
+
+def test_frozen_hash_and_immutability() -> None:
+    ref, rec = _pair(True)
+    one, two = rec("a", tags=("x",)), rec("a", tags=("x",))  # type: ignore[arg-type]
+    assert hash(one) == hash(two) == hash(ref("a", tags=("x",))) and len({one, two}) == 1
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'watts'"):
+        one.watts = 3.0
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'name'"):
+        del one.name
+    changed = dataclasses.replace(one, watts=9.0)
+    assert changed.watts == 9.0 and one.watts == 1.5 and changed.name == "a"
+    assert copy.deepcopy(one) == one
+    stored = Stored("gpu0", 300.0)
+    assert pickle.loads(pickle.dumps(stored)) == stored
+
+
+@record(frozen=True)
+class Stored:
+    """A module-level record, so that pickle can find the class."""
+
+    key: str
+    watts: float
+
+
+def test_mutable_records_are_unhashable_and_settable() -> None:
+    _, rec = _pair(False)
+    item = rec("a")
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(item)
+    item.watts = 7.0
+    assert item.watts == 7.0 and copy.copy(item) == item
+
+
+def test_post_init_class_body_methods_and_subclasses() -> None:
+    @record
+    class Base:
+        value: int
+        doubled: int = field(default=0, init=False)
+
+        def __post_init__(self) -> None:
+            self.doubled = self.value * 2
+
+        def __repr__(self) -> str:
+            return "custom"
+
+    assert Base(3).doubled == 6 and repr(Base(3)) == "custom"
+
+    @dataclass
+    class Child(Base):
+        extra: str = "e"
+
+    child = Child(4, "x")
+    assert (child.value, child.doubled, child.extra) == (4, 8, "x")
+
+    class Plain(Base):  # a subclass that is not itself a dataclass keeps the inherited methods
+        pass
+
+    assert Plain(1).doubled == 2 and Plain(1) != Base(1)
+
+    @record(frozen=True)
+    class Hashed:
+        key: str
+
+        def __hash__(self) -> int:
+            return 42
+
+    assert hash(Hashed("a")) == 42
+
+
+def test_undocumented_class_gets_dataclass_style_doc() -> None:
+    @record
+    class Bare:
+        a: int
+        b: str = "x"
+
+    assert Bare.__doc__ == "Bare(a, b)"
