@@ -63,6 +63,20 @@ def test_huge_attribute_is_unknown_with_efbig(tmp_path: Path) -> None:
     assert host.read_int("/sys/big") is None
 
 
+@pytest.mark.parametrize("size", [0, 4095, 4096, 4097, 300_000, MAX_ATTR_BYTES])
+def test_files_up_to_the_limit_are_read_whole(tmp_path: Path, size: int) -> None:
+    """The first read takes a page; anything larger (a big host's /proc/cpuinfo) is read on."""
+    (tmp_path / "proc").mkdir()
+    data = bytes(ord("a") + i % 26 for i in range(size))
+    (tmp_path / "proc" / "cpuinfo").write_bytes(data)
+    assert Host(str(tmp_path)).read("/proc/cpuinfo") == data.decode()
+    assert Host(str(tmp_path)).read("/proc/cpuinfo", limit=size) == data.decode()
+    if size:
+        with pytest.raises(HostIOError) as e:
+            Host(str(tmp_path)).read("/proc/cpuinfo", limit=size - 1)
+        assert e.value.errno == errno.EFBIG
+
+
 @pytest.mark.parametrize(
     ("setup", "reason"),
     [
