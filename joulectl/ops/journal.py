@@ -73,6 +73,19 @@ class DeviceRecord:
             out["pending"] = self.pending
         return out
 
+    def copy(self) -> DeviceRecord:
+        """A copy whose containers change independently (the values, JSON data never changed in
+        place, are shared): what ``copy.deepcopy`` gives, at a fraction of its cost."""
+        return DeviceRecord(
+            vendor=self.vendor,
+            model=self.model,
+            kind=self.kind,
+            original=dict(self.original),
+            current=dict(self.current),
+            history=list(self.history),
+            pending={k: list(v) for k, v in self.pending.items()},
+        )
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeviceRecord:
         if not isinstance(data, dict):
@@ -222,9 +235,7 @@ def journal_ahead(journal: Journal, intents: Sequence[Intent]) -> Journal:
     the target ``pending``): saved before the writes, it keeps the originals, and the targets known
     as joulectl's, should the run be killed between a write and the final save. ``journal``
     itself is left as it is (the final save writes it as today)."""
-    import copy
-
-    ahead = Journal(devices=copy.deepcopy(journal.devices))
+    ahead = Journal(devices={k: v.copy() for k, v in journal.devices.items()})
     for i in intents:
         ahead.intend(i.device, i.setting, i.before, i.value, vendor=i.vendor, model=i.model, kind=i.kind)
     return ahead
@@ -265,13 +276,29 @@ def load(host: Host) -> Journal:
         return Journal(set_aside=aside)
 
 
+def dumps(data: dict[str, Any]) -> str:
+    """The journal as JSON text: one line per top-level key and per device record.
+
+    Readable and greppable by bus id, and written by the C encoder (``indent`` would switch
+    ``json`` to its pure-Python encoder: 2 ms per save of a journal with full histories)."""
+    lines = []
+    for key, value in data.items():
+        if key == "devices" and value:
+            records = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items())
+            text = "{\n" + records + "\n  }"
+        else:
+            text = json.dumps(value)
+        lines.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def save(host: Host, journal: Journal, *, durable: bool = True) -> None:
     """Write the journal atomically, then remove the temp files of saves that were killed.
 
     Every save runs under the node lock, so a ``.state.json.*`` temp file beside the journal is
     the leftover of a run killed between creating and renaming it: never read, only clutter.
     """
-    host.write_atomic(JOURNAL_PATH, json.dumps(journal.to_dict(), indent=2) + "\n", mode=0o600, durable=durable)
+    host.write_atomic(JOURNAL_PATH, dumps(journal.to_dict()), mode=0o600, durable=durable)
     import os
 
     directory, name = os.path.split(JOURNAL_PATH)
