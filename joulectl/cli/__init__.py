@@ -4,8 +4,6 @@ Every expected error is a :class:`~joulectl.errors.JoulectlError` and becomes on
 with its exit code (SPEC §2); a traceback is shown only with ``--debug``.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from typing import Annotated

@@ -1,7 +1,5 @@
 """`joulectl cap`: set or restore GPU and CPU power caps, in watts or % of max, with readback."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """`joulectl discover`: the node's CPUs and GPUs, their limits and what can be controlled."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

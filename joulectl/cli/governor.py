@@ -1,7 +1,5 @@
 """`joulectl governor show | set PRESET | reset`: clock governor presets for GPUs and CPUs."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
