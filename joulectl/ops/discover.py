@@ -66,9 +66,12 @@ def _unprobed_cpu() -> CpuInventory:
 
 def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None) -> NodeInventory:
     """Everything ``discover`` reports about the node under ``host``. Reads only."""
-    from joulectl.backends import cpu as cpu_backend
+    if cpu:
+        from joulectl.backends import cpu as cpu_backend
 
-    cpu_inv = cpu_backend.discover(host) if cpu else _unprobed_cpu()
+        cpu_inv = cpu_backend.discover(host)
+    else:
+        cpu_inv = _unprobed_cpu()
     if not cpu and host.exists("/proc/cpuinfo"):
         cpu_inv.virtual = "hypervisor" in (host.read_attr("/proc/cpuinfo").value or "").split()
     info = read_host_info(host, virtual=cpu_inv.virtual, node_name=node_name)
