@@ -7,7 +7,9 @@ Method (issue 4, SPEC §9):
 - Wall time: ``python -m joulectl --version`` and ``python -m joulectl --root NODE cap --pct P -o json``
   as subprocesses, interleaved, ``--repeat`` times each; the cap alternates between 60 % and 70 %
   so that every timed run writes all eight GPUs. Reported: medians and the ratio to ``--version``
-  (target: AMD within 1.5x).
+  (target: AMD within 1.5x), the ratio of the fastest runs, and the ratio of median CPU time
+  (user + system of the child): on a shared machine the wall time of single runs swings by tens
+  of per cent with the neighbours' load, the minimum and the CPU time much less.
 - Tool invocations: one more cap run in-process, reading ``Host.tool_calls`` (target for NVIDIA:
   one query call and at most one write call per distinct target value, plus one readback).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,17 +45,21 @@ NODES = {"nvidia 8x H100 SXM": "h100-0", "amd 8x MI300X": "mi300x-0"}
 PYCACHE = tempfile.mkdtemp(prefix="bench-cap-pycache-")
 
 
-def _joulectl(*args: str) -> float:
+def _joulectl(*args: str) -> tuple[float, float]:
+    """Run joulectl; its wall time and CPU time (user + system of the child), in seconds."""
     env = dict(os.environ, NO_COLOR="1", PYTHONPYCACHEPREFIX=PYCACHE)
     # An installed package runs from bytecode: cache it (under the prefix, so the checkout stays
     # clean) even where PYTHONDONTWRITEBYTECODE is set, as bench_startup.py does.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "joulectl", *args], capture_output=True, env=env, check=False)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"joulectl {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode()[:400]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def _tool_calls(node_root: Path) -> tuple[list[tuple[str, ...]], list[str]]:
@@ -78,25 +85,28 @@ def main() -> None:
 
     _joulectl("--version")  # warm the file cache before timing
     print(f"repeat={args.repeat}  python={sys.version.split()[0]}  cpus={os.cpu_count()}")
-    print(f"{'node':<20} {'--version s':>11} {'cap s':>8} {'ratio':>6}  tool calls (in-process run)")
+    print(f"{'node':<20} {'--version s':>11} {'cap s':>8} {'ratio':>6} {'min ratio':>9} {'cpu ratio':>9}"
+          "  tool calls (in-process run)")
     for label, node in NODES.items():
         node_root = root / node
         _joulectl("--root", str(node_root), "cap", "--pct", "60", "-o", "json")  # warm up
-        version_s: list[float] = []
-        cap_s: list[float] = []
+        version: list[tuple[float, float]] = []
+        cap: list[tuple[float, float]] = []
         for i in range(args.repeat):
-            version_s.append(_joulectl("--version"))
+            version.append(_joulectl("--version"))
             pct = "70" if i % 2 == 0 else "60"
-            cap_s.append(_joulectl("--root", str(node_root), "cap", "--pct", pct, "-o", "json"))
+            cap.append(_joulectl("--root", str(node_root), "cap", "--pct", pct, "-o", "json"))
         calls, statuses = _tool_calls(node_root)
-        v, c = statistics.median(version_s), statistics.median(cap_s)
+        v, c = statistics.median(w for w, _ in version), statistics.median(w for w, _ in cap)
+        v_min, c_min = min(w for w, _ in version), min(w for w, _ in cap)
+        v_cpu, c_cpu = statistics.median(u for _, u in version), statistics.median(u for _, u in cap)
         kinds: dict[str, int] = {}
         for argv in calls:
             key = "-pl" if "-pl" in argv else ("-q -x" if "-x" in argv else " ".join(argv[1:2]))
             kinds[f"{argv[0]} {key}"] = kinds.get(f"{argv[0]} {key}", 0) + 1
         detail = ", ".join(f"{k}: {n}" for k, n in kinds.items()) or "none"
-        print(f"{label:<20} {v:>11.3f} {c:>8.3f} {c / v:>6.2f}  {len(calls)} ({detail}); "
-              f"{statuses.count('applied')}/{len(statuses)} applied")
+        print(f"{label:<20} {v:>11.3f} {c:>8.3f} {c / v:>6.2f} {c_min / v_min:>9.2f} {c_cpu / v_cpu:>9.2f}"
+              f"  {len(calls)} ({detail}); {statuses.count('applied')}/{len(statuses)} applied")
     import shutil
 
     shutil.rmtree(PYCACHE, ignore_errors=True)
