@@ -13,7 +13,9 @@ per instance. Use it on modules a cron-run command imports; the rest of the pack
 Supported: ``frozen``; ``field(default=..., default_factory=..., init=, repr=, compare=, hash=,
 kw_only=)``; ``ClassVar`` annotations; ``__post_init__``; methods defined in the class body win
 over the generated ones, as with ``dataclass``. Not supported: ``order``, ``slots``, ``InitVar``
-(the decorator takes ``frozen`` only; use ``dataclass`` for the rest).
+(the decorator takes ``frozen`` only; use ``dataclass`` for the rest), and a frozen ``dataclass``
+subclass of a frozen record (``dataclass`` sees a non-frozen base: the record does its freezing
+itself, so that ``dataclass`` compiles no ``__setattr__``).
 """
 
 from __future__ import annotations
@@ -65,7 +67,6 @@ def _process(cls: type, frozen: bool) -> type:
     hash_names = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
     post_init = hasattr(cls, "__post_init__")
     set_attr = object.__setattr__
-    owner: type = cls  # for super(): the frozen checks below narrow ``cls``
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         if len(args) > len(positional):
@@ -100,7 +101,8 @@ def _process(cls: type, frozen: bool) -> type:
     def __eq__(self: Any, other: Any) -> Any:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in compare_names)
+        # tuples, as dataclass compares: identical values are equal (a NaN field equals itself)
+        return tuple(getattr(self, n) for n in compare_names) == tuple(getattr(other, n) for n in compare_names)
 
     def __hash__(self: Any) -> int:
         return hash(tuple(getattr(self, name) for name in hash_names))
@@ -110,12 +112,12 @@ def _process(cls: type, frozen: bool) -> type:
     def __setattr__(self: object, name: str, value: Any) -> None:
         if type(self) is cls or name in field_names:
             raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-        super(owner, self).__setattr__(name, value)  # type: ignore[arg-type]  # mypy: super() of a variable
+        super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]  # mypy: super() of a variable
 
     def __delattr__(self: object, name: str) -> None:
         if type(self) is cls or name in field_names:
             raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-        super(owner, self).__delattr__(name)  # type: ignore[arg-type]  # mypy: super() of a variable
+        super(cls, self).__delattr__(name)  # type: ignore[arg-type]  # mypy: super() of a variable
 
     methods: dict[str, Any] = {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__}
     if frozen:

@@ -76,6 +76,8 @@ def test_frozen_hash_and_immutability() -> None:
     assert copy.deepcopy(one) == one
     stored = Stored("gpu0", 300.0)
     assert pickle.loads(pickle.dumps(stored)) == stored
+    nan = float("nan")
+    assert Stored("a", nan) == Stored("a", nan)  # tuple comparison, as dataclass: identity first
 
 
 @record(frozen=True)
