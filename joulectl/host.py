@@ -214,13 +214,14 @@ class Host:
         except HostIOError as e:
             return Attr(None, e.errno)
 
-    def read_int(self, host_path: str) -> int | None:
-        """An integer attribute, or None when missing, empty, unreadable or not an integer."""
+    def read_int(self, host_path: str, *, base: int = 10) -> int | None:
+        """An integer attribute (its first word, in ``base``: 16 for PCI ids, ``0x`` allowed), or
+        None when missing, empty, unreadable or not an integer."""
         attr = self.read_attr(host_path)
         if not attr.value:
             return None
         try:
-            return int(attr.value.split()[0], 10)
+            return int(attr.value.split()[0], base)
         except ValueError:
             return None
 

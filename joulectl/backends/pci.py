@@ -43,16 +43,6 @@ class PciDevice:
         return self.class_code is not None and (self.class_code >> 16) in GPU_BASE_CLASSES
 
 
-def _hex(host: Host, path: str) -> int | None:
-    attr = host.read_attr(path)
-    if not attr.value:
-        return None
-    try:
-        return int(attr.value.split()[0], 16)
-    except ValueError:
-        return None
-
-
 def driver_of(host: Host, device_path: str) -> str | None:
     """The name of the driver bound to a PCI function (its ``driver`` link), or None."""
     if not host.exists(f"{device_path}/driver"):
@@ -69,9 +59,9 @@ def read_device(host: Host, bus_id: str) -> PciDevice:
     return PciDevice(
         bus_id=normalize_bus_id(bus_id),
         path=path,
-        vendor_id=_hex(host, f"{path}/vendor"),
-        device_id=_hex(host, f"{path}/device"),
-        class_code=_hex(host, f"{path}/class"),
+        vendor_id=host.read_int(f"{path}/vendor", base=16),
+        device_id=host.read_int(f"{path}/device", base=16),
+        class_code=host.read_int(f"{path}/class", base=16),
         driver=driver_of(host, path),
     )
 
@@ -86,9 +76,9 @@ def gpu_functions(host: Host, vendor_id: int) -> list[PciDevice]:
     found = []
     for name in host.listdir(PCI_DEVICES):
         path = f"{PCI_DEVICES}/{name}"
-        if _hex(host, f"{path}/vendor") != vendor_id:
+        if host.read_int(f"{path}/vendor", base=16) != vendor_id:
             continue
-        class_code = _hex(host, f"{path}/class")
+        class_code = host.read_int(f"{path}/class", base=16)
         if class_code is None or (class_code >> 16) not in GPU_BASE_CLASSES:
             continue
         found.append(
@@ -96,7 +86,7 @@ def gpu_functions(host: Host, vendor_id: int) -> list[PciDevice]:
                 bus_id=normalize_bus_id(name),
                 path=path,
                 vendor_id=vendor_id,
-                device_id=_hex(host, f"{path}/device"),
+                device_id=host.read_int(f"{path}/device", base=16),
                 class_code=class_code,
                 driver=None,
             )
