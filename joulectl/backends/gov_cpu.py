@@ -119,28 +119,25 @@ def status_for_errno(err: int) -> Status:
     return Status.ERROR
 
 
-def write_governor(host: Host, policy: CpufreqPolicy, governor: str) -> WriteResult:
-    path = _path(policy, "scaling_governor")
+def _write_checked(host: Host, policy: CpufreqPolicy, name: str, value: str) -> WriteResult:
+    """Write a cpufreq attribute of ``policy`` and read it back: ``applied`` when it reads ``value``."""
+    path = _path(policy, name)
     try:
-        host.write(path, governor)
+        host.write(path, value)
     except HostIOError as e:
-        return WriteResult(status_for_errno(e.errno), f"writing {governor} to {path}: {e.errno_name}")
+        return WriteResult(status_for_errno(e.errno), f"writing {value} to {path}: {e.errno_name}")
     back = host.read_attr(path).value
-    if back != governor:
-        return WriteResult(Status.ERROR, f"{path} reads back {back or 'nothing'} after writing {governor}")
+    if back != value:
+        return WriteResult(Status.ERROR, f"{path} reads back {back or 'nothing'} after writing {value}")
     return WriteResult(Status.APPLIED)
+
+
+def write_governor(host: Host, policy: CpufreqPolicy, governor: str) -> WriteResult:
+    return _write_checked(host, policy, "scaling_governor", governor)
 
 
 def write_epp(host: Host, policy: CpufreqPolicy, epp: str) -> WriteResult:
-    path = _path(policy, "energy_performance_preference")
-    try:
-        host.write(path, epp)
-    except HostIOError as e:
-        return WriteResult(status_for_errno(e.errno), f"writing {epp} to {path}: {e.errno_name}")
-    back = host.read_attr(path).value
-    if back != epp:
-        return WriteResult(Status.ERROR, f"{path} reads back {back or 'nothing'} after writing {epp}")
-    return WriteResult(Status.APPLIED)
+    return _write_checked(host, policy, "energy_performance_preference", epp)
 
 
 def epp_first(target_governor: str) -> bool:
