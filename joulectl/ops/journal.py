@@ -73,6 +73,11 @@ class DeviceRecord:
             out["pending"] = self.pending
         return out
 
+    def note(self, command: str, setting: str, value: Any) -> None:
+        """Add a history entry, keeping the last :data:`HISTORY_LIMIT`."""
+        self.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
+        del self.history[:-HISTORY_LIMIT]
+
     def copy(self) -> DeviceRecord:
         """A copy whose containers change independently (the values, JSON data never changed in
         place, are shared): what ``copy.deepcopy`` gives, at a fraction of its cost."""
@@ -122,15 +127,22 @@ class Journal:
         command: str = "cap",
     ) -> None:
         """Note that joulectl set ``setting`` of ``device`` to ``value`` (``before`` was in force)."""
+        rec = self._keep_original(device, setting, before, vendor, model, kind)
+        rec.current[setting] = value
+        rec.pending.pop(setting, None)
+        rec.note(command, setting, value)
+
+    def _keep_original(
+        self, device: str, setting: str, before: Any, vendor: str, model: str | None, kind: str
+    ) -> DeviceRecord:
+        """The record of ``device`` (created, or its vendor and model refreshed), with ``before``
+        as the original of ``setting`` unless it already has one."""
         rec = self.devices.setdefault(device, DeviceRecord(vendor=vendor, model=model, kind=kind))
         rec.vendor = vendor or rec.vendor
         rec.model = model or rec.model
         if setting not in rec.original:
             rec.original[setting] = before
-        rec.current[setting] = value
-        rec.pending.pop(setting, None)
-        rec.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
-        del rec.history[:-HISTORY_LIMIT]
+        return rec
 
     def intend(
         self,
@@ -147,11 +159,7 @@ class Journal:
         ``value`` (``before`` in force now): the original is kept as :meth:`record` keeps it, the
         value joins ``pending`` (next to any a killed run left there: each may be in force);
         ``current`` stays what joulectl set before."""
-        rec = self.devices.setdefault(device, DeviceRecord(vendor=vendor, model=model, kind=kind))
-        rec.vendor = vendor or rec.vendor
-        rec.model = model or rec.model
-        if setting not in rec.original:
-            rec.original[setting] = before
+        rec = self._keep_original(device, setting, before, vendor, model, kind)
         values = rec.pending.setdefault(setting, [])
         if value not in values:
             values.append(value)
@@ -192,11 +200,9 @@ class Journal:
         value = rec.original.pop(setting, None)
         rec.current.pop(setting, None)
         rec.pending.pop(setting, None)
-        rec.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
-        del rec.history[:-HISTORY_LIMIT]
+        rec.note(command, setting, value)
         if not rec.original and not rec.current and not rec.pending:
-            rec.history.append({"at": _now(), "command": command, "setting": "*", "value": "restored"})
-            del rec.history[:-HISTORY_LIMIT]
+            rec.note(command, "*", "restored")
 
     def to_dict(self) -> dict[str, Any]:
         return {
