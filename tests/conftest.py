@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from joulectl.cli import run
+
+# tests/fixtures holds the kernel-ABI host trees (``import trees``) and the kill-after-write hook.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 
 
 @dataclass

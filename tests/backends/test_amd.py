@@ -6,21 +6,12 @@ import errno
 from pathlib import Path
 from types import ModuleType
 
+from hostdoubles import FaultyHost
+
 from joulectl.backends import amd
-from joulectl.host import Host, HostIOError
+from joulectl.host import Host
 from joulectl.models import Status
 from joulectl.ops.discover import inventory
-
-
-class FaultyWriteHost(Host):
-    """Writes to chosen files fail with a chosen errno, as the driver's store does."""
-
-    faults: dict[str, int]
-
-    def write(self, host_path: str, value: str) -> None:
-        if host_path in self.faults:
-            raise HostIOError(self.faults[host_path], host_path)
-        super().write(host_path, value)
 
 
 class TruncatingHost(Host):
@@ -143,7 +134,7 @@ def test_set_caps_writes_microwatts_and_reads_back(root: Path, trees: ModuleType
 
 def test_set_caps_errors(root: Path, trees: ModuleType) -> None:
     trees.amd_mi300x_x8(root)
-    host = FaultyWriteHost(str(root))
+    host = FaultyHost(str(root), {})
     gpus = amd.discover(host)
     host.faults = {gpus[0].cap_file or "": errno.EINVAL, gpus[1].cap_file or "": errno.EPERM,
                    gpus[2].cap_file or "": errno.EIO}

@@ -8,6 +8,8 @@ import stat
 from pathlib import Path
 from types import ModuleType
 
+from hostdoubles import FaultyHost
+
 from joulectl.backends import cpu
 from joulectl.host import Host, HostIOError
 from joulectl.models import Status
@@ -22,17 +24,6 @@ class NonRootHost(Host):
         if os.path.isfile(real) and not os.stat(real).st_mode & stat.S_IROTH:
             raise HostIOError(errno.EACCES, host_path)
         return super().read(host_path, limit=limit)
-
-
-class FaultyWriteHost(Host):
-    """A host whose writes to chosen files fail with a chosen errno, as the kernel's store does."""
-
-    faults: dict[str, int]
-
-    def write(self, host_path: str, value: str) -> None:
-        if host_path in self.faults:
-            raise HostIOError(self.faults[host_path], host_path)
-        super().write(host_path, value)
 
 
 class RoundingHost(Host):
@@ -152,7 +143,7 @@ def test_set_caps_writes_long_term_and_reads_back(root: Path, trees: ModuleType)
 
 def test_set_caps_locked_refused_and_no_pl1(root: Path, trees: ModuleType) -> None:
     trees.intel_2s_host(root)
-    host = FaultyWriteHost(str(root))
+    host = FaultyHost(str(root), {})
     host.faults = {
         "/sys/class/powercap/intel-rapl:1/constraint_0_power_limit_uw": errno.ENODATA,
         "/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw": errno.EACCES,
@@ -174,7 +165,7 @@ def test_set_caps_locked_refused_and_no_pl1(root: Path, trees: ModuleType) -> No
 
 def test_set_caps_einval_names_the_range(root: Path, trees: ModuleType) -> None:
     trees.intel_2s_host(root)
-    host = FaultyWriteHost(str(root))
+    host = FaultyHost(str(root), {})
     host.faults = {"/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw": errno.EINVAL}
     out = cpu.set_caps(host, [(cpu.discover(host).zones[0], 900.0)])
     assert (out[0].status, out[0].message) == (Status.BLOCKED, "EINVAL: the driver refused 900 W (range 150-350 W)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -10,31 +9,15 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Annotated, Any
 
 import jsonschema  # type: ignore[import-untyped]
 import pytest
+import trees
 import typer
 import yaml
 
 CRD = Path(__file__).resolve().parents[1] / "fixtures" / "crds" / "joulie.io_nodehardwares.yaml"
-
-
-def load_trees() -> ModuleType:
-    """``tests/fixtures/trees.py``, loaded by path (pytest runs in importlib mode)."""
-    name = "joulectl_fixture_trees"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "fixtures" / "trees.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-trees = load_trees()
 
 
 def validate(obj: dict[str, Any]) -> None:

@@ -1,5 +1,4 @@
-"""Make the governor test kit (``govkit``) and the shared host trees (``tests/fixtures/trees.py``)
-importable."""
+"""Make the governor test kit (``govkit``) importable (the host trees come from tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,4 +7,3 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(_HERE), "fixtures"))  # trees.py: kernel-ABI host trees

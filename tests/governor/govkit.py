@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from joulectl.host import Host, HostIOError
 from joulectl.models import (
     Control,
     CpufreqPolicy,
@@ -239,20 +238,6 @@ def inventory(gpus: list[GpuDevice], policies: list[CpufreqPolicy] | None = None
         control=Control(True), telemetry=Control(True), governor_control=Control(True), virtual=False,
     )
     return NodeInventory(host=HostInfo("node-a", "6.8.0", False), cpu=cpu, gpus=gpus)
-
-
-class FaultyHost(Host):
-    """A Host whose writes to paths ending in a given name fail with an errno (as a driver does)."""
-
-    def __init__(self, root: str, faults: dict[str, int]) -> None:
-        super().__init__(root)
-        self.faults = faults
-
-    def write(self, host_path: str, value: str) -> None:
-        for suffix, err in self.faults.items():
-            if host_path.endswith(suffix):
-                raise HostIOError(err, host_path)
-        super().write(host_path, value)
 
 
 EINVAL, EBUSY, EOPNOTSUPP, EACCES, EPERM, EROFS, EIO = (

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from govkit import EACCES, EBUSY, EINVAL, EIO, EOPNOTSUPP, EPERM, EROFS, FaultyHost, amd_gpu, amd_tree, bus, inventory
+from govkit import EACCES, EBUSY, EINVAL, EIO, EOPNOTSUPP, EPERM, EROFS, amd_gpu, amd_tree, bus, inventory
+from hostdoubles import FaultyHost
 
 from joulectl.backends import gov_amd
 from joulectl.errors import ExitCode

@@ -6,7 +6,8 @@ import errno
 from pathlib import Path
 
 import pytest
-from govkit import EACCES, FaultyHost, inventory, policy_tree
+from govkit import EACCES, inventory, policy_tree
+from hostdoubles import FaultyHost
 
 from joulectl.errors import ExitCode, NoDeviceError
 from joulectl.host import Host, HostIOError
