@@ -66,6 +66,17 @@ def status_for_errno(err: int) -> Status:
     return Status.ERROR
 
 
+def governor_status_for_errno(err: int, unsupported: frozenset[int]) -> Status:
+    """The status a failed governor write gets (SPEC §5): no privilege -> refused, the backend's
+    ``unsupported`` errnos (EINVAL among them: unlike a cap, a refused level is not a range) ->
+    unsupported, anything else -> error."""
+    if err in REFUSED_ERRNOS:
+        return Status.REFUSED
+    if err in unsupported:
+        return Status.UNSUPPORTED
+    return Status.ERROR
+
+
 def normalize_bus_id(bus_id: str) -> str:
     """A PCI bus id as sysfs spells it: ``0000:07:00.0``, lowercase, 4-digit domain.
 

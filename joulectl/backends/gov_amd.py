@@ -23,6 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from joulectl.backends.base import governor_status_for_errno
 from joulectl.host import Host, HostIOError
 from joulectl.models import GpuDevice, Status
 
@@ -36,7 +37,6 @@ PERF_LEVELS = {
 EFFICIENT_FRACTION = 0.75
 
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBUSY})
-_REFUSED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 _LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*[Mm][Hh]z\s*(\*)?\s*$")
 
 
@@ -63,12 +63,8 @@ def sclk_path(device: GpuDevice) -> str:
 
 
 def status_for_errno(err: int) -> Status:
-    """The governor's errno table (SPEC §5): it differs from the cap's for EINVAL."""
-    if err in _REFUSED:
-        return Status.REFUSED
-    if err in _UNSUPPORTED:
-        return Status.UNSUPPORTED
-    return Status.ERROR
+    """The governor's errno table for amdgpu (SPEC §5)."""
+    return governor_status_for_errno(err, _UNSUPPORTED)
 
 
 def parse_sclk(text: str) -> list[SclkLevel]:

@@ -19,13 +19,14 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 
+from joulectl.backends.base import governor_status_for_errno
 from joulectl.host import Host, HostIOError
 from joulectl.models import CpufreqPolicy, Status
 
 #: cpufreq drivers whose ``powersave`` is an EPP-guided algorithm rather than the minimum clock.
 EPP_ACTIVE_DRIVERS = frozenset({"intel_pstate", "amd-pstate-epp"})
 
-_REFUSED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+#: EAGAIN: intel_pstate's EPP store when no driver is registered (hardware-interfaces.md).
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBUSY, errno.EAGAIN})
 
 
@@ -112,11 +113,8 @@ def target_for(preset: str, state: PolicyState) -> CpuTarget:
 
 
 def status_for_errno(err: int) -> Status:
-    if err in _REFUSED:
-        return Status.REFUSED
-    if err in _UNSUPPORTED:
-        return Status.UNSUPPORTED
-    return Status.ERROR
+    """The governor's errno table for cpufreq (SPEC §5)."""
+    return governor_status_for_errno(err, _UNSUPPORTED)
 
 
 def _write_checked(host: Host, policy: CpufreqPolicy, name: str, value: str) -> WriteResult:

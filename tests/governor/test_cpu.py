@@ -124,3 +124,24 @@ def test_show_cpu(tmp_path: Path) -> None:
     gov.apply_preset(host, inv, journal, "efficiency", gpu=False, cpu=True)
     rows, _ = gov.show(host, inv, journal, gpu=False, cpu=True)
     assert (rows[0].preset, rows[0].set_by, rows[0].status) == ("efficiency", "joulectl", "applied")
+
+
+@pytest.mark.parametrize(
+    ("err", "cpu_status", "amd_status"),
+    [
+        (errno.EACCES, Status.REFUSED, Status.REFUSED),
+        (errno.EPERM, Status.REFUSED, Status.REFUSED),
+        (errno.EROFS, Status.REFUSED, Status.REFUSED),
+        (errno.EINVAL, Status.UNSUPPORTED, Status.UNSUPPORTED),
+        (errno.EOPNOTSUPP, Status.UNSUPPORTED, Status.UNSUPPORTED),
+        (errno.EBUSY, Status.UNSUPPORTED, Status.UNSUPPORTED),
+        (errno.EAGAIN, Status.UNSUPPORTED, Status.ERROR),  # intel_pstate's EPP store without a driver
+        (errno.EIO, Status.ERROR, Status.ERROR),
+    ],
+)
+def test_governor_errno_tables(err: int, cpu_status: Status, amd_status: Status) -> None:
+    """SPEC §5: the governor's tables, where EINVAL is unsupported (a cap's EINVAL is blocked)."""
+    from joulectl.backends import gov_amd, gov_cpu
+
+    assert gov_cpu.status_for_errno(err) is cpu_status
+    assert gov_amd.status_for_errno(err) is amd_status
