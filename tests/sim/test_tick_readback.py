@@ -37,6 +37,10 @@ POLICY = "intel-0/sys/devices/system/cpu/cpufreq/policy{}"
 RAPL0 = "intel-0/sys/devices/virtual/powercap/intel-rapl/intel-rapl:0"
 
 
+#: The spec without its NVIDIA node: the Intel node alone.
+INTEL_ONLY = SPEC.replace("  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n", "")
+
+
 def _smi(root: Path, *args: str) -> int:
     smi = str(root / "h100-0" / "bin" / "nvidia-smi")
     return subprocess.run([smi, *args], capture_output=True, text=True, timeout=30).returncode
@@ -70,14 +74,19 @@ def _agent(root: Path, done: int) -> None:
         assert _smi(root, "-i", "2", "-lgc", "1980,1980") == 0
 
 
-def _scenario(tmp_path: Path, mode: str, workers: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    monkeypatch.setenv("SIM_READBACK", mode)
+def _render(tmp_path: Path, text: str, name: str) -> tuple[Path, Any, Any]:
+    """Render the ClusterSpec ``text`` under ``tmp_path/name``: (root, spec, tick entries)."""
     spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(SPEC)
-    root = tmp_path / f"{mode}-{workers}"
+    spec_path.write_text(text)
+    root = tmp_path / name
     spec = load_spec(str(spec_path))
     runtime._ensure_trees(spec, str(root))
-    entries = runtime.build_entries(spec, str(root))
+    return root, spec, runtime.build_entries(spec, str(root))
+
+
+def _scenario(tmp_path: Path, mode: str, workers: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.setenv("SIM_READBACK", mode)
+    root, spec, entries = _render(tmp_path, SPEC, f"{mode}-{workers}")
     powers: list[list[float]] = []
 
     def progress(done: int, total: int | None, samples: list[Any]) -> None:
@@ -142,12 +151,7 @@ def test_inotify_queue_overflow_falls_back_to_a_full_poll(
 ) -> None:
     """More events than the kernel queues (IN_Q_OVERFLOW): the next tick polls every file, nothing is lost."""
     monkeypatch.setenv("SIM_READBACK", "inotify")
-    spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(SPEC.replace("  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n", ""))
-    root = tmp_path / "root"
-    spec = load_spec(str(spec_path))
-    runtime._ensure_trees(spec, str(root))
-    entries = runtime.build_entries(spec, str(root))
+    root, spec, entries = _render(tmp_path, INTEL_ONLY, "root")
     queue = 2 * 16384  # twice the kernel's default fs.inotify.max_queued_events
 
     def progress(done: int, total: int | None, samples: list[Any]) -> None:
@@ -177,12 +181,7 @@ def test_unwatchable_node_is_polled_with_one_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("SIM_READBACK", "auto")
-    spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(SPEC.replace("  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n", ""))
-    root = tmp_path / "root"
-    spec = load_spec(str(spec_path))
-    runtime._ensure_trees(spec, str(root))
-    entries = runtime.build_entries(spec, str(root))
+    root, spec, entries = _render(tmp_path, INTEL_ONLY, "root")
     # The intel_pstate directory is gone (its watch cannot be added): the node is polled.
     pstate = root / "intel-0" / "sys/devices/system/cpu/intel_pstate"
     for f in pstate.iterdir():
@@ -225,12 +224,7 @@ def test_watched_directory_replaced_switches_the_node_to_polling(
 ) -> None:
     """A policy directory moved away and put back (a new inode): its watch is gone, the node is polled."""
     monkeypatch.setenv("SIM_READBACK", "inotify")
-    spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(SPEC.replace("  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n", ""))
-    root = tmp_path / "root"
-    spec = load_spec(str(spec_path))
-    runtime._ensure_trees(spec, str(root))
-    entries = runtime.build_entries(spec, str(root))
+    root, spec, entries = _render(tmp_path, INTEL_ONLY, "root")
     pol = root / POLICY.format(9)
 
     def progress(done: int, total: int | None, samples: list[Any]) -> None:
