@@ -31,7 +31,8 @@ from typing import Any
 
 from joulectl import catalog
 from joulectl.sim import physics as ph
-from joulectl.sim.tick import CounterFile, GpuModel, NodeModel, PackageModel, Rule, Writable
+from joulectl.sim.sysfs_rules import Rule, rule_from_manifest
+from joulectl.sim.tick import CounterFile, GpuModel, NodeModel, PackageModel, Writable
 
 _BDF = re.compile(r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])")
 _ZONE_DIR = re.compile(r"intel-rapl:[0-9a-f]+(?::[0-9a-f]+)?$")
@@ -291,23 +292,6 @@ def scan(node_dir: str, node: str, profile: Any) -> NodeModel:
     return model
 
 
-def _rule(raw: dict[str, Any]) -> Rule:
-    """A manifest rule (camelCase keys, µW/kHz) as a :class:`Rule`."""
-    clamp = raw.get("clampUw")
-    allowed = raw.get("allowed") or ()
-    return Rule(
-        min_uw=raw.get("minUw"), max_uw=raw.get("maxUw"), limit_bits=raw.get("limitBits"),
-        unit_uw=int(raw.get("unitUw") or 125_000), locked=bool(raw.get("locked", False)),
-        pinned_uw=raw.get("pinnedUw"),
-        clamp_uw=(int(clamp[0]), int(clamp[1])) if isinstance(clamp, list) and len(clamp) == 2 else None,
-        allowed=tuple(str(a) for a in allowed), secondary=bool(raw.get("secondary", False)),
-        min_khz=raw.get("minKhz"), max_khz=raw.get("maxKhz"),
-        default=(str(raw["default"]) if str(raw["default"]).endswith("\n") else f"{raw['default']}\n")
-        if raw.get("default") is not None else None,
-        base_khz=raw.get("baseKhz"), max_ms=raw.get("maxMs"),
-    )
-
-
 def _socket_of(policy: str, j: int, n: int, sockets: int, cpu: dict[str, Any]) -> int:
     """The package of cpufreq ``policyN`` (one policy per logical CPU): Linux numbers thread 0 of
     every core of every socket first, then thread 1 (as the renderer lays out ``/proc/cpuinfo``)."""
@@ -333,7 +317,7 @@ def from_manifest(node_dir: str, node: str, profile: Any, manifest: dict[str, An
             continue
         kind = str(entry.get("kind", "other"))
         comp = str(entry.get("component", ""))
-        rule = _rule(entry.get("rule") or {})
+        rule = rule_from_manifest(entry.get("rule") or {})
         writables.append(Writable(rel, kind, rule, comp))
         if kind == "cpufreq_governor" and comp.startswith("policy"):
             policies.append(comp)

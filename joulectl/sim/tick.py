@@ -34,6 +34,12 @@ from typing import Any
 
 from joulectl.sim import ledger as ledger_mod
 from joulectl.sim import physics as ph
+from joulectl.sim import sysfs_rules as rules
+from joulectl.sim.sysfs_rules import EPP_STRINGS as EPP_STRINGS
+from joulectl.sim.sysfs_rules import Context as Context
+from joulectl.sim.sysfs_rules import Rule as Rule
+from joulectl.sim.sysfs_rules import Verdict as Verdict
+from joulectl.sim.sysfs_rules import sclk_table as sclk_table
 
 CACHE_NAME = "tick-cache.json"
 REJECTED = "joulie.sim.write.rejected"
@@ -41,35 +47,11 @@ CAP_RESET = "joulie.sim.cap.reset"
 CLAMPED = "joulie.sim.write.clamped"
 
 #: Writable-file kinds the emulator models. Any other kind is taken as written and changes nothing.
-KINDS = (
-    "rapl_limit", "amdgpu_cap", "intel_pl1", "cpufreq_governor", "cpufreq_max", "cpufreq_min", "epp",
-    "amd_perf_level", "amd_sclk", "no_turbo", "boost",
-)
+KINDS = rules.KINDS
 _FREQ_KINDS = frozenset({"cpufreq_governor", "cpufreq_max", "cpufreq_min", "epp", "no_turbo", "boost"})
-EPP_STRINGS = ("default", "performance", "balance_performance", "balance_power", "power")
 #: Frequency ceiling an EPP string leaves a package at (fraction of max): an assumption.
 EPP_FREQ = {"performance": 1.0, "balance_performance": 1.0, "default": 1.0, "balance_power": 0.85, "power": 0.7}
 _UINT = re.compile(r"^\s*\+?(\d+)\s*$")
-
-
-@dataclass
-class Rule:
-    """The validation rule of one writable file, as the kernel applies it (µW for power)."""
-
-    min_uw: int | None = None
-    max_uw: int | None = None
-    limit_bits: int | None = None
-    unit_uw: int = 125_000
-    locked: bool = False
-    pinned_uw: int | None = None
-    clamp_uw: tuple[int, int] | None = None
-    allowed: tuple[str, ...] = ()
-    secondary: bool = False
-    min_khz: int | None = None
-    max_khz: int | None = None
-    default: str | None = None
-    base_khz: int | None = None
-    max_ms: int | None = None
 
 
 @dataclass
@@ -234,6 +216,15 @@ def _sig(st: os.stat_result) -> tuple[int, int, int]:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
+def read_bytes(path: str) -> bytes | None:
+    """A small file's bytes, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(65536)
+    except OSError:
+        return None
+
+
 def read_text(path: str) -> str | None:
     """A small file's text, or None when it cannot be read."""
     try:
@@ -293,111 +284,28 @@ def write_counter(path: str, text: str, old_len: int) -> bool:
 # -- validation ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """The kernel's answer to a write: the text it reads back, or the errno it fails with."""
+def context(rt: NodeRuntime | None, w: Writable) -> Context:
+    """What else is in force for a store to ``w`` (its policy's governor, turbo, the other limit)."""
+    if rt is None:
+        return Context()
+    governor = rt.value(w.component, "cpufreq_governor") if w.kind in ("epp", "cpufreq_governor") else None
+    turbo = True
+    other: int | None = None
+    if w.kind in ("cpufreq_max", "cpufreq_min"):
+        turbo = rt.turbo_on()
+        if w.kind == "cpufreq_min":
+            hi = rt.value(w.component, "cpufreq_max")
+            other = _uint(hi, -1) if hi is not None else None
+            other = other if other is not None and other >= 0 else None
+    return Context(governor=governor, turbo=turbo, other_khz=other)
 
-    text: str | None
-    errno: int = 0
-    note: str = ""
 
-
-def _refuse(err: int, note: str) -> Verdict:
-    return Verdict(None, err, note)
-
-
-def validate(w: Writable, written: str, *, governor: str | None = None) -> Verdict:
-    """What the kernel does with ``written`` stored to ``w``.
+def validate(w: Writable, written: str | bytes, *, governor: str | None = None, ctx: Context | None = None) -> Verdict:
+    """What the kernel does with ``written`` stored to ``w`` (:func:`joulectl.sim.sysfs_rules.apply`).
 
     ``governor`` is the policy's governor in force, for the EPP ``EBUSY`` rule.
     """
-    value = written.strip()
-    r = w.rule
-    kind = w.kind
-    if kind == "rapl_limit":
-        if r.locked:
-            return _refuse(errno_mod.ENODATA, "limit locked by BIOS")
-        m = _UINT.match(value)
-        if not m:
-            return _refuse(errno_mod.EINVAL, "not a decimal integer")
-        uw = int(m.group(1))
-        unit = max(1, r.unit_uw)
-        # No range check in intel_rapl: the value is converted to power units and masked to the
-        # field, so a limit past limitBits wraps as on hardware.
-        if r.limit_bits:
-            uw = ((uw // unit) % (1 << r.limit_bits)) * unit
-        return Verdict(f"{uw}\n")
-    if kind == "amdgpu_cap":
-        if r.secondary:
-            return _refuse(errno_mod.EINVAL, "power limit can be set only through the primary die")
-        m = _UINT.match(value)
-        if not m or int(m.group(1)) > 0xFFFFFFFF:
-            return _refuse(errno_mod.EINVAL, "not a 32-bit decimal integer")
-        uw = int(m.group(1)) // 1_000_000 * 1_000_000
-        if r.pinned_uw is not None and uw != r.pinned_uw:
-            return _refuse(errno_mod.EINVAL, "cap is pinned")
-        if (r.min_uw is not None and uw < r.min_uw) or (r.max_uw is not None and uw > r.max_uw):
-            return _refuse(errno_mod.EINVAL, "out of range")
-        return Verdict(f"{uw}\n")
-    if kind == "intel_pl1":
-        m = _UINT.match(value)
-        if not m:
-            return _refuse(errno_mod.EINVAL, "not a decimal integer")
-        uw = int(m.group(1))
-        if uw and r.clamp_uw:
-            lo, hi = r.clamp_uw
-            if uw < lo or uw > hi:
-                return Verdict(f"{min(max(uw, lo), hi)}\n", note="clamped")
-        return Verdict(f"{uw}\n")
-    if kind in ("cpufreq_governor", "amd_perf_level"):
-        if value not in r.allowed:
-            return _refuse(errno_mod.EINVAL, "not an available value")
-        return Verdict(f"{value}\n")
-    if kind == "epp":
-        if value.isdigit():
-            if int(value) > 255:
-                return _refuse(errno_mod.EINVAL, "EPP above 255")
-            epp_zero = int(value) == 0
-        elif value in (r.allowed or EPP_STRINGS):
-            epp_zero = value == "performance"
-        else:
-            return _refuse(errno_mod.EINVAL, "not an available preference")
-        if governor == "performance" and not epp_zero:
-            return _refuse(errno_mod.EBUSY, "EPP cannot be set under the performance policy")
-        return Verdict(f"{value}\n")
-    if kind in ("cpufreq_max", "cpufreq_min"):
-        m = _UINT.match(value)
-        if not m:
-            return _refuse(errno_mod.EINVAL, "not a decimal integer")
-        khz = int(m.group(1))
-        if r.min_khz is not None:
-            khz = max(khz, r.min_khz)
-        if r.max_khz is not None:
-            khz = min(khz, r.max_khz)
-        return Verdict(f"{khz}\n")
-    if kind in ("rapl_time_window", "intel_pl1_interval"):
-        m = _UINT.match(value)
-        if not m:
-            return _refuse(errno_mod.EINVAL, "not a decimal integer")
-        if r.max_ms is not None and int(m.group(1)) > r.max_ms:
-            return _refuse(errno_mod.EINVAL, "above the maximum window")
-        return Verdict(f"{int(m.group(1))}\n")
-    if kind == "amd_partition":
-        upper = value.upper()
-        if upper not in {a.upper() for a in r.allowed}:
-            return _refuse(errno_mod.EINVAL, "not an available partition")
-        return Verdict(f"{upper}\n")
-    if kind in ("no_turbo", "boost"):
-        if value not in ("0", "1"):
-            return _refuse(errno_mod.EINVAL, "only 0 or 1")
-        return Verdict(f"{value}\n")
-    if kind == "amd_sclk":
-        parts = value.split()
-        levels = len(r.allowed) or 32
-        if not parts or not all(p.isdigit() and int(p) <= 31 and int(p) < levels for p in parts):
-            return _refuse(errno_mod.EINVAL, "clock level out of range")
-        return Verdict(" ".join(sorted(set(parts), key=int)))
-    return Verdict(written)
+    return rules.apply(w.kind, w.rule, written, ctx if ctx is not None else Context(governor=governor))
 
 
 # -- the node ------------------------------------------------------------------------------------
@@ -460,11 +368,6 @@ def _errno_type(err: int) -> str:
 def _uint(text: str, default: int = 0) -> int:
     m = _UINT.match(text)
     return int(m.group(1)) if m else default
-
-
-def sclk_table(levels_mhz: tuple[int, ...], active: int) -> str:
-    """``pp_dpm_sclk`` as amdgpu prints it: ``N: <MHz>Mhz`` with ``*`` on the current level."""
-    return "".join(f"{i}: {mhz}Mhz{' *' if i == active else ''}\n" for i, mhz in enumerate(levels_mhz))
 
 
 class NodeRuntime:
@@ -531,6 +434,10 @@ class NodeRuntime:
         for group in link_groups:
             for i in group:
                 self._siblings[i] = [j for j in group if j != i]
+        self._counter_at: dict[str, CounterFile] = {c.rel: c for c in model.counters
+                                                    if c.rel in sh.shared_rels}
+        self._cpuinfo_max: str | None = None
+        self._turbo_cut: dict[str, str] = {}
         self._initial_check(time.time(), fresh)
         self._sigs: list[tuple[int, int, int] | None] = [w.sig for w in ws]
         self._pos_map: dict[int, int] | None = None
@@ -561,8 +468,6 @@ class NodeRuntime:
             w.sig = (st.st_mtime_ns, st.st_size, st.st_ino)
             text = read_text(path)
             w.text = text if text is not None else ""
-            if w.kind == "amd_sclk":
-                w.text = self._sclk_mask_text(w)
             fresh.append(w)
         for c in self.model.counters:
             c.path = prefix + c.rel
@@ -643,32 +548,79 @@ class NodeRuntime:
         return w.text.strip() if w is not None else None
 
     def _sclk_mask_text(self, w: Writable) -> str:
-        """The sclk mask in force, from a rendered table (all levels) or a written mask."""
-        text = w.text
-        if ":" in text:
-            return " ".join(str(i) for i in range(len(w.rule.allowed)))
-        return text.strip()
+        """The sclk mask in force: the text when it is a mask the driver took, else every level."""
+        verdict = rules.apply(w.kind, w.rule, w.text) if ":" not in w.text else None
+        if verdict is not None and verdict.text is not None:
+            return verdict.text
+        return " ".join(str(i) for i in range(len(w.rule.allowed)))
 
     # -- readback --------------------------------------------------------------------------------
 
     def _initial_check(self, now: float, writables: list[Writable]) -> None:
         """Check what is on disk at start (it may have been written while the simulator was down).
 
-        A value the kernel would refuse is put back to the rule's default when it has one.
+        Each value is parsed as the kernel parses a store made over the rendered default. A value
+        the kernel would refuse is put back to the rule's default (a ``write.rejected`` event); a
+        value it would clamp or wrap is written back as it reads after the store (a
+        ``write.clamped`` event); a command (``pp_dpm_sclk``) is taken and the attribute reads its
+        table again.
         """
         for w in writables:
-            if w.kind == "amd_sclk" or not w.text:
+            if not w.text:
                 continue
-            if w.rule.default is not None and w.text.strip() == w.rule.default.strip():
+            table = w.kind in rules.COMMAND_KINDS and ":" in w.text
+            if table or (w.rule.default is not None and w.text == w.rule.default):
+                if w.kind in rules.COMMAND_KINDS:
+                    w.text = self._sclk_mask_text(w)
                 continue  # as rendered
-            governor = self.value(w.component, "cpufreq_governor") if w.kind == "epp" else None
-            verdict = validate(w, w.text, governor=governor)
-            if verdict.text is None and w.rule.default is not None:
-                self._reject(w, w.text, verdict, now)
-                w.text = w.rule.default
-                w.sig = write_in_place(w.path, w.text)
-            elif verdict.text is not None:
-                w.text = verdict.text
+            old = (w.rule.default or "").encode()
+            self._take(w, w.text.encode(), old, now, None)
+        self._turbo_follows(now)
+
+    def _take(self, w: Writable, raw: bytes, old: bytes, now: float, sig: tuple[int, int, int] | None) -> None:
+        """Apply the kernel's verdict on the store ``raw`` (the file's content) to ``w``.
+
+        ``old`` is what the file held before (a write that did not truncate left its tail);
+        ``sig`` the file's signature when its content is ``raw`` (None: unknown, rewrite it).
+        """
+        written = raw.decode("utf-8", "replace")
+        store, verdict = rules.resolve(w.kind, w.rule, raw, old, context(self, w))
+        if verdict.text is None:
+            if w.kind in rules.COMMAND_KINDS:
+                w.text = self._sclk_mask_text(w)
+                restore = self._sclk_render(w)
+            else:
+                restore = old.decode("utf-8", "replace") or (w.rule.default or "")
+            if not restore:
+                return  # a start with nothing to put back (no default): left as it is
+            self._reject(w, store.decode("utf-8", "replace"), verdict, now)
+            if w.kind not in rules.COMMAND_KINDS:
+                w.text = restore
+            if restore != written:
+                w.sig = write_in_place(w.path, restore)
+                self.writes += 1
+            elif sig is not None:
+                w.sig = sig
+            return
+        if verdict.note in ("clamped", "wrapped"):
+            self.events.append(Event(now, self.model.node, CLAMPED, {
+                "file": "/" + w.rel, "kind": w.kind, "value": rules.store_text(store).strip()[:64],
+                "readback": verdict.text.strip(), "reason": verdict.note,
+            }))
+        before = w.text
+        w.text = verdict.text
+        if w.kind in _FREQ_KINDS:
+            self._freq_cache = None
+        if w.kind == "cpufreq_governor" and before.strip() != verdict.text.strip():
+            self._epp_follows_governor(w.component, before.strip(), verdict.text.strip())
+        out = self._sclk_render(w) if w.kind in rules.COMMAND_KINDS else verdict.text
+        if out != written:
+            w.sig = write_in_place(w.path, out)
+            self.writes += 1
+        elif sig is not None:
+            w.sig = sig
+        if w.kind in ("no_turbo", "boost") and before.strip() != verdict.text.strip():
+            self._turbo_follows(now)
 
     def _reject(self, w: Writable, written: str, verdict: Verdict, now: float) -> None:
         self.events.append(Event(now, self.model.node, REJECTED, {
@@ -719,39 +671,69 @@ class NodeRuntime:
             sigs[i] = w.sig
 
     def _moved(self, w: Writable, sig: tuple[int, int, int], now: float) -> None:
-        """A writable file whose signature moved: read, validate, take or put back."""
-        path = w.path
-        written = read_text(path)
-        if written is None:
+        """A writable file whose signature moved: read, parse as the kernel, take or put back."""
+        raw = read_bytes(w.path)
+        if raw is None:
             return
-        if w.kind == "amd_sclk" and ":" in written:
-            w.sig = sig
+        self._take(w, raw, self._disk_text(w).encode(), now, sig)
+
+    def _disk_text(self, w: Writable) -> str:
+        """What ``w``'s file held after the emulator last wrote or read it."""
+        if w.kind in rules.COMMAND_KINDS:
+            c = self._counter_at.get(w.rel)
+            return c.text if c is not None and c.text else self._sclk_render(w)
+        return w.text
+
+    def turbo_on(self) -> bool:
+        """Turbo in force: ``intel_pstate/no_turbo`` 0, ``cpufreq/boost`` 1 (True without either)."""
+        for w in self.by_component.get("cpu", ()):
+            text = w.text.strip()
+            if (w.kind == "no_turbo" and text == "1") or (w.kind == "boost" and text == "0"):
+                return False
+        return True
+
+    def _turbo_follows(self, now: float) -> None:
+        """``cpuinfo_max_freq`` of every policy shows the non-turbo maximum while turbo is off, and
+        ``scaling_max_freq`` stops there (intel_pstate ``intel_pstate_update_limits``); turning
+        turbo back on restores the maxima it cut."""
+        tw = next((w for w in self.by_component.get("cpu", ()) if w.kind in ("no_turbo", "boost")), None)
+        if tw is None:
             return
-        governor = self.value(w.component, "cpufreq_governor") if w.kind == "epp" else None
-        verdict = validate(w, written, governor=governor)
-        if verdict.text is None:
-            self._reject(w, written, verdict, now)
-            restore = w.text if w.kind != "amd_sclk" else self._sclk_render(w)
-            w.sig = write_in_place(path, restore)
+        rule = tw.rule
+        base_khz = rule.base_khz
+        if not base_khz or not rule.max_khz:
+            return
+        on = self.turbo_on()
+        shown = f"{rule.max_khz if on else base_khz}\n"
+        if self._cpuinfo_max == shown:
+            return
+        if self._cpuinfo_max is None and tw.text == rule.default:
+            self._cpuinfo_max = shown  # as rendered: nothing to look at
+            return
+        self._cpuinfo_max = shown
+        for w in self.model.writables:
+            if w.kind != "cpufreq_max":
+                continue
+            path = w.path.rpartition("/")[0] + "/cpuinfo_max_freq"
+            if read_text(path) != shown:
+                write_in_place(path, shown)
+                self.writes += 1
+            if not on and _uint(w.text, 0) > base_khz:
+                self._turbo_cut[w.rel] = w.text
+                w.text = f"{base_khz}\n"
+            elif on and w.rel in self._turbo_cut and _uint(w.text, 0) == base_khz:
+                w.text = self._turbo_cut.pop(w.rel)
+            else:
+                continue
+            w.sig = write_in_place(w.path, w.text)
             self.writes += 1
-            return
-        if verdict.note == "clamped":
-            self.events.append(Event(now, self.model.node, CLAMPED, {
-                "file": "/" + w.rel, "kind": w.kind, "value": written.strip()[:64],
-                "readback": verdict.text.strip(),
-            }))
-        before = w.text
-        w.text = verdict.text
-        if w.kind in _FREQ_KINDS:
-            self._freq_cache = None
-        if w.kind == "cpufreq_governor" and before.strip() != verdict.text.strip():
-            self._epp_follows_governor(w.component, before.strip(), verdict.text.strip())
-        out = self._sclk_render(w) if w.kind == "amd_sclk" else verdict.text
-        if out != written:
-            w.sig = write_in_place(path, out)
-            self.writes += 1
-        else:
-            w.sig = sig
+            self._sigs_set(w)
+        self._freq_cache = None
+
+    def _sigs_set(self, w: Writable) -> None:
+        sigs = getattr(self, "_sigs", None)
+        if sigs is not None:
+            sigs[self._pos(w)] = w.sig
 
     def _epp_follows_governor(self, policy: str, old: str, new: str) -> None:
         """intel_pstate / amd-pstate active mode: the ``performance`` policy pins EPP to performance.

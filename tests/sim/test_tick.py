@@ -184,7 +184,12 @@ def test_rapl_limit_bits_wrap_and_normalised_readback(tmp_path: Path) -> None:
     tick(rt, 1)
     assert limit.read_text() == "100000000\n"
     assert rt.ledger.state["P.pkg0"] == pytest.approx(100.0, abs=5.0)
-    assert not rt.events
+    # The kernel takes it (no errno): reported as a clamped write, with what it reads back.
+    [event] = rt.events
+    assert event.name == "joulie.sim.write.clamped"
+    assert event.attributes["value"] == "4196000000"
+    assert event.attributes["readback"] == "100000000"
+    assert event.attributes["reason"] == "wrapped"
 
 
 def test_intel_pl1_outside_bounds_reads_back_clamped(tmp_path: Path) -> None:
