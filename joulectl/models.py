@@ -79,7 +79,11 @@ class GpuDevice:
     catalog_key: str | None = None
     uuid: str | None = None
     cap_range: PowerRange = field(default_factory=PowerRange)
+    #: the requested (software) power limit: ``power.limit``, NVML ``PowerManagementLimit``
     current_cap_w: float | None = None
+    #: the limit in force after every limiter (NVIDIA ``enforced.power.limit``); None where the
+    #: vendor has no separate reading
+    enforced_cap_w: float | None = None
     power_w: float | None = None
     holds_limit: bool = True
     primary_bus_id: str | None = None

@@ -20,9 +20,11 @@ Presets (SPEC §5), all in MHz of that table:
 - ``auto``: no lock (the locks joulectl set are undone by :mod:`joulectl.ops.governor`).
 
 A lock cannot be read back: a lock the tool accepted is ``applied-unverified`` until sampled
-clocks fall inside it. nvidia-smi's "... is not supported for GPU <bus id>." with "Treating as
-warning and moving on." and exit 0 is ``unsupported``; "Insufficient Permissions" (exit 4) and
-NVML ``NoPermission`` are ``refused``.
+clocks fall inside it. nvidia-smi's messages map to statuses through the one table of
+:mod:`joulectl.backends.nvidia_messages` (shared with the cap backend): "... is not supported for
+GPU <bus id>." with "Treating as warning and moving on." and exit 0 is ``unsupported``; "The
+current user does not have permission to change clocks for GPU <bus id>." (exit 4) and NVML
+``NoPermission`` are ``refused``. ``-i`` names the GPU by its bus id as nvidia-smi prints it.
 """
 
 from __future__ import annotations
@@ -44,8 +46,6 @@ OLDER_ARCHS = frozenset({"kepler", "maxwell", "pascal", "volta", "turing"})
 
 EFFICIENT_FRACTION = 0.75
 
-_NOT_SUPPORTED = re.compile(r"not supported", re.IGNORECASE)
-_NO_PERMISSION = re.compile(r"insufficient permissions|no permission|requires root|not permitted", re.I)
 
 
 class PresetBlocked(Exception):
@@ -282,22 +282,25 @@ class SmiTransport:
         self.host = host
 
     def _call(self, device: GpuDevice, args: list[str], what: str) -> CallOutcome:
-        argv = ["nvidia-smi", "-i", device.bus_id, *args]
+        from joulectl.backends.nvidia_messages import decide
+        from joulectl.backends.pci import smi_bus_id
+
+        argv = ["nvidia-smi", "-i", smi_bus_id(device.bus_id), *args]
         command = " ".join(argv)
         try:
             res = self.host.run(argv)
         except ToolError as e:
             return CallOutcome(Status.ERROR, f"{what}: {e}", command)
         out = (res.stdout + "\n" + res.stderr).strip()
-        if res.returncode == 4 or _NO_PERMISSION.search(out):
+        verdict = decide(out, res.returncode, [device.bus_id])[device.bus_id]
+        if verdict is not None and verdict.status is Status.REFUSED:
             return CallOutcome(Status.REFUSED, f"{what}: insufficient permissions", command)
-        if res.returncode != 0:
+        if verdict is not None and verdict.status is Status.UNSUPPORTED and verdict.line:
+            return CallOutcome(Status.UNSUPPORTED, f"{what}: {verdict.line.rstrip('.')}", command)
+        if res.returncode != 0 or (verdict is not None and verdict.status is not Status.APPLIED):
             detail = _first_line(res.stderr) or _first_line(res.stdout) or f"exit {res.returncode}"
-            return CallOutcome(Status.ERROR, f"{what}: nvidia-smi failed (exit {res.returncode}): {detail}",
-                               command)
-        if _NOT_SUPPORTED.search(out):
-            line = next((ln.strip() for ln in out.splitlines() if _NOT_SUPPORTED.search(ln)), "")
-            return CallOutcome(Status.UNSUPPORTED, f"{what}: {line.rstrip('.')}", command)
+            status = verdict.status if verdict is not None else Status.ERROR
+            return CallOutcome(status, f"{what}: nvidia-smi failed (exit {res.returncode}): {detail}", command)
         return CallOutcome(Status.APPLIED_UNVERIFIED if args[0] in ("-lgc", "-lmc") else Status.APPLIED,
                            "", command)
 

@@ -12,6 +12,13 @@ The ``-q -x`` parser reads both schemas: the legacy ``<power_readings>`` (``powe
 Values such as ``700.00 W``; tokens (``N/A``, ``[N/A]``, ``[Not Supported]``...) are unknown, and
 a GPU whose limit or range is unknown has no settable power limit.
 
+Two limits are read: the requested one (``power.limit``, ``requested_power_limit`` / legacy
+``power_limit``, NVML ``nvmlDeviceGetPowerManagementLimit``) as ``current_cap_w``, and the one in
+force after every limiter (``enforced.power.limit``, ``current_power_limit`` / legacy
+``enforced_power_limit``, NVML ``nvmlDeviceGetEnforcedPowerLimit``) as ``enforced_cap_w``. A
+platform may hold the enforced limit below the request (a cloud H100 at 500 W of 700 W).
+Messages of ``nvidia-smi -pl`` map to statuses through :mod:`joulectl.backends.nvidia_messages`.
+
 GPUs keep NVML's / nvidia-smi's own order (the nvidia-smi index).
 """
 
@@ -24,6 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from joulectl.backends.base import PRIVILEGE_HINT, BackendUnavailable, WriteOutcome, normalize_bus_id
+from joulectl.backends.nvidia_messages import BUS, decide
 from joulectl.backends.pci import VENDOR_NVIDIA, fmt_w, gpu_functions, range_text, smi_bus_id
 from joulectl.host import Host, ToolError, ToolResult
 from joulectl.models import Control, GpuDevice, PowerRange, Status
@@ -39,14 +47,10 @@ vendor = "nvidia"
 TRANSPORT_ENV = "JOULECTL_NVIDIA_TRANSPORT"
 SMI = "nvidia-smi"
 QUERY_ARGV = (SMI, "-q", "-x")
-READBACK_ARGV = (SMI, "--query-gpu=pci.bus_id,power.limit", "--format=csv,noheader,nounits")
+READBACK_ARGV = (SMI, "--query-gpu=pci.bus_id,power.limit,enforced.power.limit", "--format=csv,noheader,nounits")
 
 _NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_BUS = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
-_SET_OK = re.compile(rf"Power limit for GPU {_BUS} was set to ([\d.]+) W", re.IGNORECASE)
-_NOT_SUPPORTED = re.compile(rf"is not supported for GPU:?\s*{_BUS}", re.IGNORECASE)
-_INVALID = re.compile(r"not a valid power limit.*?between\s*([\d.]+)\s*W\s*and\s*([\d.]+)\s*W", re.IGNORECASE)
-_ANY_BUS = re.compile(_BUS)
+_ANY_BUS = re.compile(BUS)
 
 __all__ = ["discover", "is_available", "parse_smi_xml", "parse_value", "set_caps", "transport", "vendor"]
 
@@ -173,6 +177,7 @@ def _nvml_device(nv: Nvml, index: int) -> GpuDevice:
     min_mw, max_mw = (limits[0], limits[1]) if limits else (None, None)
     default_mw, _ = nv.try_call("nvmlDeviceGetPowerManagementDefaultLimit", h)
     cap_mw, cap_err = nv.try_call("nvmlDeviceGetPowerManagementLimit", h)
+    enforced_mw, _ = nv.try_call("nvmlDeviceGetEnforcedPowerLimit", h)
     power_mw, _ = nv.try_call("nvmlDeviceGetPowerUsage", h)
     if lim_err:
         warnings.append(f"power limit range unknown ({lim_err})")
@@ -212,6 +217,7 @@ def _nvml_device(nv: Nvml, index: int) -> GpuDevice:
         uuid=text(uuid),
         cap_range=PowerRange(min_w, max_w, default_w),
         current_cap_w=cap_w,
+        enforced_cap_w=mw_to_w(enforced_mw) if enforced_mw is not None else None,
         power_w=mw_to_w(power_mw) if power_mw is not None else None,
         mig=mig,
         control=_control(min_w, max_w, cap_w, None),
@@ -284,9 +290,11 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
         readings = new if new is not None else legacy
         if new is not None:
             cap_w = _first_value(new, "requested_power_limit", "current_power_limit", "power_limit")
+            enforced_w = _first_value(new, "current_power_limit")
             power_w = _first_value(new, "power_draw", "average_power_draw", "instant_power_draw")
         else:
             cap_w = _first_value(legacy, "power_limit", "enforced_power_limit")
+            enforced_w = _first_value(legacy, "enforced_power_limit")
             power_w = _first_value(legacy, "power_draw", "average_power_draw", "instant_power_draw")
         min_w = _first_value(readings, "min_power_limit")
         max_w = _first_value(readings, "max_power_limit")
@@ -315,6 +323,7 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
                 uuid=_find(el, "uuid"),
                 cap_range=PowerRange(min_w, max_w, default_w if default_w is not None else max_w),
                 current_cap_w=cap_w,
+                enforced_cap_w=enforced_w,
                 power_w=power_w,
                 mig=_mig(_find(el, "mig_mode/current_mig")),
                 control=_control(min_w, max_w, cap_w, managed),
@@ -365,6 +374,29 @@ def set_caps(host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteO
     return _set_smi(host, requests)
 
 
+def _verified(gpu: GpuDevice, watts: float, back: float | None, enforced: float | None, why: str) -> WriteOutcome:
+    """The outcome of a write from the requested limit read back (``back``) and the enforced one.
+
+    The request reads back as written: ``applied``, with a message naming the enforced limit when
+    the platform holds it below the request (out-of-band limiters, cloud SXM). It reads back as
+    something else: ``error``. It cannot be read: ``applied-unverified`` with ``why``.
+    """
+    if back is None:
+        return WriteOutcome(gpu.bus_id, Status.APPLIED_UNVERIFIED, f"written, readback: {why}")
+    if w_to_mw(back) != w_to_mw(watts):
+        return WriteOutcome(
+            gpu.bus_id, Status.ERROR, f"{gpu.bus_id}: read back {fmt_w(back)} after writing {fmt_w(watts)}", back
+        )
+    if enforced is not None and w_to_mw(enforced) < w_to_mw(back):
+        return WriteOutcome(
+            gpu.bus_id,
+            Status.APPLIED,
+            f"requested {fmt_w(back)}; enforced limit {fmt_w(enforced)} (another limiter holds the GPU below it)",
+            back,
+        )
+    return WriteOutcome(gpu.bus_id, Status.APPLIED, "", back)
+
+
 def _set_nvml(requests: list[tuple[GpuDevice, float]]) -> list[WriteOutcome]:
     from joulectl.backends.nvml import Nvml, NvmlError
 
@@ -386,19 +418,9 @@ def _set_nvml(requests: list[tuple[GpuDevice, float]]) -> list[WriteOutcome]:
                 out.append(WriteOutcome(gpu.bus_id, e.status, msg))
                 continue
             back, reason = nv.try_call("nvmlDeviceGetPowerManagementLimit", h)
-            if back is None:
-                out.append(WriteOutcome(gpu.bus_id, Status.APPLIED_UNVERIFIED, f"written, readback failed: {reason}"))
-            elif int(back) != mw:
-                out.append(
-                    WriteOutcome(
-                        gpu.bus_id,
-                        Status.ERROR,
-                        f"{gpu.bus_id}: read back {fmt_w(mw_to_w(back))} after writing {fmt_w(watts)}",
-                        mw_to_w(back),
-                    )
-                )
-            else:
-                out.append(WriteOutcome(gpu.bus_id, Status.APPLIED, "", mw_to_w(back)))
+            enforced, _ = nv.try_call("nvmlDeviceGetEnforcedPowerLimit", h)
+            out.append(_verified(gpu, watts, None if back is None else mw_to_w(back),
+                                 None if enforced is None else mw_to_w(enforced), str(reason)))
     return out
 
 
@@ -417,23 +439,14 @@ def _set_smi(host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteO
     if applied:
         readback, problem = _smi_readback(host)
         for gpu, watts in applied:
-            back = readback.get(gpu.bus_id)
-            if back is None:
-                why = problem or f"power.limit of {gpu.bus_id} is unknown"
-                results[gpu.bus_id] = WriteOutcome(gpu.bus_id, Status.APPLIED_UNVERIFIED, f"written, readback: {why}")
-            elif w_to_mw(back) != w_to_mw(watts):
-                results[gpu.bus_id] = WriteOutcome(
-                    gpu.bus_id,
-                    Status.ERROR,
-                    f"{gpu.bus_id}: read back {fmt_w(back)} after writing {fmt_w(watts)}",
-                    back,
-                )
-            else:
-                results[gpu.bus_id] = WriteOutcome(gpu.bus_id, Status.APPLIED, "", back)
+            back, enforced = readback.get(gpu.bus_id, (None, None))
+            why = problem or f"power.limit of {gpu.bus_id} is unknown"
+            results[gpu.bus_id] = _verified(gpu, watts, back, enforced, why)
     return [results[g.bus_id] for g, _ in requests]
 
 
 def _smi_set_group(host: Host, group: list[tuple[GpuDevice, float]]) -> dict[str, WriteOutcome]:
+    """One ``-i <bus>,... -pl <W>`` call; each GPU's status from the message table."""
     watts = group[0][1]
     ids = ",".join(smi_bus_id(g.bus_id) for g, _ in group)
     argv = (SMI, "-i", ids, "-pl", _watts_arg(watts))
@@ -441,62 +454,48 @@ def _smi_set_group(host: Host, group: list[tuple[GpuDevice, float]]) -> dict[str
         res = host.run(argv)
     except ToolError as e:
         return {g.bus_id: WriteOutcome(g.bus_id, Status.ERROR, f"nvidia-smi -pl: {e}") for g, _ in group}
-    text_out = f"{res.stdout}\n{res.stderr}"
-    per: dict[str, WriteOutcome] = {}
-    invalid_all = None
-    for line in text_out.splitlines():
-        if m := _SET_OK.search(line):
-            bus = normalize_bus_id(m.group(1))
-            per[bus] = WriteOutcome(bus, Status.APPLIED, "", float(m.group(2)))
-        elif m := _NOT_SUPPORTED.search(line):
-            bus = normalize_bus_id(m.group(1))
-            per[bus] = WriteOutcome(bus, Status.UNSUPPORTED, f"nvidia-smi: {line.strip()}")
-        elif m := _INVALID.search(line):
-            msg = f"nvidia-smi: {fmt_w(watts)} is not a valid power limit (range {m.group(1)}-{m.group(2)} W)"
-            bm = _ANY_BUS.search(line[m.end():]) or _ANY_BUS.search(line)
-            if bm:
-                bus = normalize_bus_id(bm.group(1))
-                per[bus] = WriteOutcome(bus, Status.BLOCKED, msg)
-            else:
-                invalid_all = msg
-    refused = res.returncode == 4 or "insufficient permissions" in text_out.lower()
+    verdicts = decide(f"{res.stdout}\n{res.stderr}", res.returncode, [g.bus_id for g, _ in group])
     out = {}
     for gpu, _ in group:
-        if gpu.bus_id in per:
-            out[gpu.bus_id] = per[gpu.bus_id]
-        elif refused:
-            out[gpu.bus_id] = WriteOutcome(
-                gpu.bus_id, Status.REFUSED, f"nvidia-smi: Insufficient Permissions ({PRIVILEGE_HINT})"
+        v = verdicts[gpu.bus_id]
+        bus = gpu.bus_id
+        if v is None:
+            if res.returncode != 0:
+                msg = f"nvidia-smi -pl exited {res.returncode}: {_first_line(res.stderr, res.stdout)}"
+            else:
+                msg = f"nvidia-smi -pl printed no result for {bus}: {_first_line(res.stdout, res.stderr)}"
+            out[bus] = WriteOutcome(bus, Status.ERROR, msg)
+        elif v.status is Status.APPLIED:
+            out[bus] = WriteOutcome(bus, Status.APPLIED, "", float(v.values[0]) if v.values else None)
+        elif v.status is Status.REFUSED:
+            out[bus] = WriteOutcome(bus, Status.REFUSED, f"nvidia-smi: Insufficient Permissions ({PRIVILEGE_HINT})")
+        elif v.status is Status.BLOCKED and len(v.values) >= 2:
+            out[bus] = WriteOutcome(
+                bus, Status.BLOCKED,
+                f"nvidia-smi: {fmt_w(watts)} is not a valid power limit (range {v.values[0]}-{v.values[1]} W)",
             )
-        elif invalid_all:
-            out[gpu.bus_id] = WriteOutcome(gpu.bus_id, Status.BLOCKED, invalid_all)
-        elif res.returncode != 0:
-            out[gpu.bus_id] = WriteOutcome(
-                gpu.bus_id,
-                Status.ERROR,
-                f"nvidia-smi -pl exited {res.returncode}: {_first_line(res.stderr, res.stdout)}",
-            )
+        elif v.line:
+            out[bus] = WriteOutcome(bus, v.status, f"nvidia-smi: {v.line}")
         else:
-            out[gpu.bus_id] = WriteOutcome(
-                gpu.bus_id,
-                Status.ERROR,
-                f"nvidia-smi -pl printed no result for {gpu.bus_id}: {_first_line(res.stdout, res.stderr)}",
+            out[bus] = WriteOutcome(
+                bus, v.status, f"nvidia-smi -pl exited {res.returncode}: {_first_line(res.stderr, res.stdout)}"
             )
     return out
 
 
-def _smi_readback(host: Host) -> tuple[dict[str, float | None], str | None]:
-    """bus id -> ``power.limit`` watts (None for a token), or ({}, why the query failed)."""
+def _smi_readback(host: Host) -> tuple[dict[str, tuple[float | None, float | None]], str | None]:
+    """bus id -> (``power.limit``, ``enforced.power.limit``) watts (None for a token), or ({}, why
+    the query failed)."""
     try:
         res = host.run(READBACK_ARGV)
     except ToolError as e:
         return {}, str(e)
     if res.returncode != 0:
         return {}, f"nvidia-smi --query-gpu exited {res.returncode}: {_first_line(res.stderr, res.stdout)}"
-    values: dict[str, float | None] = {}
+    values: dict[str, tuple[float | None, float | None]] = {}
     for line in res.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 2 or not _ANY_BUS.fullmatch(parts[0]):
             continue
-        values[normalize_bus_id(parts[0])] = parse_value(parts[1])
+        values[normalize_bus_id(parts[0])] = (parse_value(parts[1]), parse_value(parts[2]) if len(parts) > 2 else None)
     return values, None

@@ -164,6 +164,7 @@ def _device(d: GpuDevice) -> dict[str, Any]:
             "defaultWatts": _num(d.cap_range.default_w),
         },
         "currentCapWatts": _num(d.current_cap_w),
+        "enforcedCapWatts": _num(d.enforced_cap_w),
         "powerWatts": _num(d.power_w),
         "holdsLimit": d.holds_limit,
         "primaryBusId": d.primary_bus_id,
@@ -290,6 +291,7 @@ def _gpu_status(inv: NodeInventory) -> dict[str, Any]:
         "powerDomains": inv.power_domains,
         "capRangePerGpu": cap_range,
         "currentCapWatts": _num(holder.current_cap_w) if holder else None,
+        "enforcedCapWatts": _num(holder.enforced_cap_w) if holder else None,
         "slicing": {"supported": slicing_supported, "modes": modes} if gpus else None,
         "controlAvailable": any(d.control.available for d in gpus),
         "telemetryAvailable": any(d.power_w is not None for d in gpus),
@@ -353,6 +355,16 @@ def _w(value: float | None) -> str:
     from joulectl.render import fmt_num
 
     return fmt_num(value, " W")
+
+
+def _cap_cell(d: GpuDevice) -> str:
+    """The requested limit, and the enforced one beside it when another limiter holds it lower:
+    ``700 W (enforced 500 W)``."""
+    text = _w(d.current_cap_w)
+    e = d.enforced_cap_w
+    if e is not None and d.current_cap_w is not None and round(e * 1000) != round(d.current_cap_w * 1000):
+        text += f" (enforced {_w(e)})"
+    return text
 
 
 def _range(r: PowerRange) -> str:
@@ -436,7 +448,7 @@ def table_text(inv: NodeInventory) -> str:
         mode = d.partition or (f"MIG {d.mig}" if d.mig else "-")
         limit = "holds" if d.holds_limit else f"via {d.primary_bus_id or '?'}"
         gpu_rows.append(
-            [str(d.index), d.bus_id, d.vendor, d.driver, d.model or "unknown", _w(d.current_cap_w),
+            [str(d.index), d.bus_id, d.vendor, d.driver, d.model or "unknown", _cap_cell(d),
              _range(d.cap_range), _w(d.cap_range.default_w), _w(d.power_w), mode, limit, _yes(d.control)]
         )
     for vendor, message in inv.gpu_errors.items():

@@ -8,6 +8,8 @@
   ``packagePowerCapWatts`` from the hardware range or the catalog TDP·sockets (min 0.55·max).
 - A percentage of 0 means no cap of that kind.
 - The GPU governor of the profile, when the node's GPUs accept the preset.
+- A GPU whose enforced limit (NodeHardware ``enforcedCapWatts``) is below its maximum is budgeted
+  at the enforced limit when that is below the plan's cap: another limiter holds it there.
 """
 
 from __future__ import annotations
@@ -134,4 +136,11 @@ def plan_caps(facts: NodeFacts, profile: str, options: PlanOptions) -> CapPlan:
         else:
             accepted = ", ".join(facts.governor_presets) or "none"
             notes.append(f"GPU governor {preset} not set: the node's GPUs accept {accepted}")
+    enforced = facts.gpu_enforced_w
+    if enforced is not None and 0 < enforced < facts.gpu_max_w:
+        # Another limiter (the platform, out of band) holds the GPUs below the maximum: budget at it.
+        held = enforced / facts.gpu_max_w * 100.0
+        if held < eff_gpu:
+            eff_gpu = held
+            notes.append(f"GPUs budgeted at their enforced limit {num(enforced)} W (requested limits above it)")
     return CapPlan(cpu=cpu, gpu=gpu or None, cpu_pct=eff_cpu, gpu_pct=eff_gpu, gpu_cap_source=source, notes=notes)

@@ -57,6 +57,8 @@ class NodeFacts:
     gpu_vendor: str | None
     gpu_max_w: float
     gpu_min_w: float
+    #: the lowest enforced limit of the node's GPUs (NodeHardware ``enforcedCapWatts``), W; None unknown
+    gpu_enforced_w: float | None
     gpu_range_source: str  # nodehardware | catalog | model-caps | none
     gpu_cappable: bool
     gpu_cap_note: str | None
@@ -261,6 +263,8 @@ def node_facts(
                 gpu_min = _pos_number(rng.get("minWatts"))
                 break
     hw_range_known = gpu_max > 0
+    enforced = [w for w in (_pos_number(hw_gpu.get("enforcedCapWatts")),
+                            *(_pos_number(d.get("enforcedCapWatts")) for d in devices)) if w]
     gpu_source = "nodehardware" if gpu_max else "none"
     if count and not gpu_max and gpu_entry:
         gpu_max, gpu_min, gpu_source = gpu_entry.max_board_power_w, gpu_entry.min_w, "catalog"
@@ -313,6 +317,7 @@ def node_facts(
         gpu_vendor=vendor if count else None,
         gpu_max_w=gpu_max if count else 0.0,
         gpu_min_w=gpu_min if count else 0.0,
+        gpu_enforced_w=min(enforced) if count and enforced else None,
         gpu_range_source=gpu_source if count else "none",
         gpu_cappable=cappable,
         gpu_cap_note=note,

@@ -170,7 +170,7 @@ def test_set_caps_one_call_per_distinct_value_then_one_readback(root: Path, tree
     assert host.tool_calls == [
         ("nvidia-smi", "-i", "00000000:18:00.0,00000000:2A:00.0,00000000:5D:00.0", "-pl", "420"),
         ("nvidia-smi", "-i", "00000000:3A:00.0", "-pl", "500"),
-        ("nvidia-smi", "--query-gpu=pci.bus_id,power.limit", "--format=csv,noheader,nounits"),
+        ("nvidia-smi", "--query-gpu=pci.bus_id,power.limit,enforced.power.limit", "--format=csv,noheader,nounits"),
     ]
     assert (state / "00000000:3A:00.0").read_text() == "500\n"
 
@@ -330,3 +330,94 @@ def test_set_caps_round_trip_with_the_simulators_nvidia_smi(tmp_path: Path) -> N
         Status.BLOCKED, "nvidia-smi: 900 W is not a valid power limit (range 200.00-700.00 W)")
     assert len(host.tool_calls) == 4  # one -pl per distinct value, one readback
     assert [g.current_cap_w for g in nvidia.discover(host)[:4]] == [420, 420, 500, 700]
+
+
+# -- the message table: real wordings of -pl -------------------------------------------------------
+
+
+def test_set_caps_not_supported_in_current_scope_is_unsupported(root: Path, trees: ModuleType) -> None:
+    """R535+ on a platform that owns the limit (cloud SXM): the "in current scope" wording, exit 0."""
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    stateful_smi(root, trees, trees.H100_BUSES[:2], pl_body=(
+        '    echo "Changing power management limit is not supported in current scope for GPU: $id."\n'))
+    host = smi_host(root)
+    gpus = nvidia.discover(host)
+    out = nvidia.set_caps(host, [(gpus[0], 420.0), (gpus[1], 420.0)])
+    assert [(o.status, o.message) for o in out] == [
+        (Status.UNSUPPORTED, "nvidia-smi: Changing power management limit is not supported in current scope for "
+                             "GPU: 00000000:18:00.0."),
+        (Status.UNSUPPORTED, "nvidia-smi: Changing power management limit is not supported in current scope for "
+                             "GPU: 00000000:2A:00.0."),
+    ]
+
+
+def test_set_caps_failed_insufficient_permissions_wording(root: Path, trees: ModuleType) -> None:
+    """The unprivileged wording names the first GPU and stops (exit 4): the GPU it never reached is
+    refused by the exit code."""
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    stateful_smi(root, trees, trees.H100_BUSES[:2])
+    host = smi_host(root)
+    gpus = nvidia.discover(host)
+    trees.smi_script(root, 'echo "Failed to set power management limit for GPU 00000000:18:00.0: Insufficient '
+                           'Permissions"\necho "Terminating early due to previous errors."\nexit 4\n')
+    out = nvidia.set_caps(host, [(gpus[0], 420.0), (gpus[1], 420.0)])
+    assert [(o.status, o.message) for o in out] == [
+        (Status.REFUSED, "nvidia-smi: Insufficient Permissions (run as root (sudo joulectl ...))")] * 2
+
+
+def test_a_message_naming_the_gpu_beats_one_naming_none(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    stateful_smi(root, trees, trees.H100_BUSES[:2])
+    host = smi_host(root)
+    gpus = nvidia.discover(host)
+    trees.smi_script(root, 'case "$1" in --query-gpu=*) echo "00000000:18:00.0, 420.00, 420.00"; exit 0;; esac\n'
+                           'echo "Power limit for GPU 00000000:18:00.0 was set to 420.00 W from 700.00 W."\n'
+                           'echo "Insufficient Permissions" >&2\nexit 4\n')
+    out = nvidia.set_caps(host, [(gpus[0], 420.0), (gpus[1], 420.0)])
+    assert [(o.status, o.after_w) for o in out] == [(Status.APPLIED, 420), (Status.REFUSED, None)]
+
+
+def test_exit_3_without_a_message_is_unsupported(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    stateful_smi(root, trees, trees.H100_BUSES[:1])
+    host = smi_host(root)
+    gpu = nvidia.discover(host)[0]
+    trees.smi_script(root, 'echo "The requested operation is not available on target device" >&2\nexit 3\n')
+    (o,) = nvidia.set_caps(host, [(gpu, 420.0)])
+    assert (o.status, o.message) == (
+        Status.UNSUPPORTED, "nvidia-smi -pl exited 3: The requested operation is not available on target device")
+
+
+def test_enforced_limit_below_the_request_is_applied_naming_it(root: Path, trees: ModuleType) -> None:
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    stateful_smi(root, trees, trees.H100_BUSES[:2], query_body=(
+        'printf "00000000:18:00.0, 600.00, 500.00\\n00000000:2A:00.0, 600.00, 600.00\\n"\n'))
+    host = smi_host(root)
+    gpus = nvidia.discover(host)
+    out = nvidia.set_caps(host, [(gpus[0], 600.0), (gpus[1], 600.0)])
+    assert [(o.status, o.after_w, o.message) for o in out] == [
+        (Status.APPLIED, 600, "requested 600 W; enforced limit 500 W (another limiter holds the GPU below it)"),
+        (Status.APPLIED, 600, ""),
+    ]
+
+
+@pytest.mark.parametrize("schema", ["legacy", "new"])
+def test_discover_reads_enforced_beside_requested(root: Path, trees: ModuleType, schema: str) -> None:
+    """A real H100 host: -q shows Current 500.00 W, Requested 700.00 W."""
+    from joulectl.ops.discover import node_hardware, table_text
+
+    trees.intel_2s_host(root)
+    trees.nvidia_pci(root, trees.H100_BUSES[:2])
+    held = trees.smi_gpu_xml(trees.H100_BUSES[0], 0, schema=schema)
+    tag = "current_power_limit" if schema == "new" else "enforced_power_limit"
+    held = held.replace(f"<{tag}>700.00 W</{tag}>", f"<{tag}>500.00 W</{tag}>")
+    free = trees.smi_gpu_xml(trees.H100_BUSES[1], 1, schema=schema)
+    trees.smi_printing(root, trees.smi_document([held, free], schema=schema))
+    inv = inventory(smi_host(root))
+    assert [(g.current_cap_w, g.enforced_cap_w) for g in inv.gpus] == [(700, 500), (700, 700)]
+    gpu = node_hardware(inv)["status"]["gpu"]
+    assert (gpu["currentCapWatts"], gpu["enforcedCapWatts"]) == (700, 500)
+    assert [(d["currentCapWatts"], d["enforcedCapWatts"]) for d in gpu["devices"]] == [(700, 500), (700, 700)]
+    rows = [line for line in table_text(inv).splitlines() if "0000:18:00.0" in line or "0000:2a:00.0" in line]
+    assert "700 W (enforced 500 W)" in rows[0]
+    assert "enforced" not in rows[1]

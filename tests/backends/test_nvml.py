@@ -41,6 +41,11 @@ class Board:
     set_error: int | None = None
     readback_mw: int | None = None  # what the limit reads back as after a set (None: what was set)
     constraints_error: int | None = None
+    platform_mw: int | None = None  # an out-of-band limiter: the enforced limit is min(limit, this)
+
+    @property
+    def enforced_mw(self) -> int:
+        return self.limit_mw if self.platform_mw is None else min(self.limit_mw, self.platform_mw)
 
 
 def install(mocker: MockerFixture, boards: list[Board]) -> dict[str, Any]:
@@ -84,6 +89,7 @@ def install(mocker: MockerFixture, boards: list[Board]) -> dict[str, Any]:
         "constraints": p("nvmlDeviceGetPowerManagementLimitConstraints", side_effect=constraints),
         "default": p("nvmlDeviceGetPowerManagementDefaultLimit", side_effect=lambda h: by_handle[h].default_mw),
         "limit": p("nvmlDeviceGetPowerManagementLimit", side_effect=lambda h: by_handle[h].limit_mw),
+        "enforced": p("nvmlDeviceGetEnforcedPowerLimit", side_effect=lambda h: by_handle[h].enforced_mw),
         "usage": p("nvmlDeviceGetPowerUsage", side_effect=lambda h: by_handle[h].power_mw),
         "mig": p("nvmlDeviceGetMigMode", side_effect=lambda h: [by_handle[h].mig, by_handle[h].mig]),
         "arch": p("nvmlDeviceGetArchitecture", side_effect=lambda h: by_handle[h].arch),
@@ -214,3 +220,18 @@ def test_gpu_that_cannot_be_opened_is_listed_with_reason(root: Path, mocker: Moc
     gpus = nvidia.discover(Host(str(root), env=NVML_ENV))
     assert [g.bus_id for g in gpus] == ["0000:18:00.0", "nvidia-index-1"]
     assert gpus[1].control.reason == "GPU 1 cannot be opened: nvmlDeviceGetHandleByIndex: GPU is lost"
+
+
+def test_enforced_limit_below_the_requested_one(root: Path, mocker: MockerFixture) -> None:
+    """A cloud H100: requested 700 W, enforced 500 W (nvmlDeviceGetEnforcedPowerLimit)."""
+    boards = [Board("00000000:18:00.0", platform_mw=500_000), Board("00000000:2A:00.0")]
+    mocks = install(mocker, boards)
+    host = Host(str(root), env=NVML_ENV)
+    gpus = nvidia.discover(host)
+    assert [(g.current_cap_w, g.enforced_cap_w) for g in gpus] == [(700, 500), (700, 700)]
+    out = nvidia.set_caps(host, [(gpus[0], 600.0), (gpus[1], 600.0)])
+    assert [(o.status, o.after_w, o.message) for o in out] == [
+        (Status.APPLIED, 600, "requested 600 W; enforced limit 500 W (another limiter holds the GPU below it)"),
+        (Status.APPLIED, 600, ""),
+    ]
+    mocks["enforced"].assert_any_call("h0")

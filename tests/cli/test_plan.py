@@ -300,3 +300,24 @@ def test_warnings_on_stderr(cli: Callable[..., Any], nodes_file: Path, tmp_path:
         "joulectl: warning: the telemetry names none of the planned nodes (it names elsewhere-1)",
     ]
     assert len(json.loads(r.stdout)["items"]) == 4
+
+
+def test_enforced_limit_below_the_requested_one_is_budgeted(cli: Callable[..., Any], nodes_file: Path,
+                                                             tmp_path: Path) -> None:
+    """A cloud H100 whose platform enforces 500 W of the 700 W requested: the budget uses 500 W."""
+    hw = tmp_path / "hw.yaml"
+    gpu = {"present": True, "vendor": "nvidia", "count": 8, "powerDomains": 8,
+           "capRangePerGpu": {"minWatts": 200, "maxWatts": 700, "defaultWatts": 700},
+           "currentCapWatts": 700, "enforcedCapWatts": 500, "controlAvailable": True}
+    hw.write_text(yaml.safe_dump_all([
+        {"apiVersion": "joulie.io/v1alpha1", "kind": "NodeHardware", "metadata": {"name": n},
+         "spec": {"nodeName": n}, "status": {"gpu": gpu}} for n in ("h100-0", "h100-1")]))
+    r = cli("plan", "--nodes", nodes_file, "--hardware", hw, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    items = {i["spec"]["nodeName"]: i for i in json.loads(r.stdout)["items"]}
+    perf, eco = items["h100-0"]["status"], items["h100-1"]["status"]
+    assert (perf["powerMeasurement"]["gpuTdpW"], perf["powerMeasurement"]["gpuCappedPowerW"]) == (5600, 4000)
+    assert items["h100-0"]["metadata"]["annotations"]["joulectl.io/notes"] == (
+        "GPUs budgeted at their enforced limit 500 W (requested limits above it)")
+    # eco caps at 60 % of 700 W = 420 W, below the enforced limit: the cap decides
+    assert eco["powerMeasurement"]["gpuCappedPowerW"] == 3360

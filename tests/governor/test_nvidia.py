@@ -36,6 +36,11 @@ def _root(tmp_path: Path, tables: list[dict[int, list[int]]], **kw: bool) -> Pat
     return root
 
 
+def smi(i: int) -> str:
+    """GPU ``i``'s bus id as nvidia-smi prints it, the form ``-i`` is called with (``00000000:10:00.0``)."""
+    return f"00000000:{0x10 + i:02X}:00.0"
+
+
 def _calls(root: Path) -> list[list[str]]:
     return [c for c in smi_state(root)["calls"] if c[:1] == ["-i"]]
 
@@ -94,7 +99,7 @@ def test_efficient_locks_graphics_and_is_unverified_until_clocks_move(tmp_path: 
     assert results[0].after == "graphics 345-1485 MHz"
     assert results[0].before == "no lock set by joulectl"
     assert "governor show` verifies it" in results[0].message
-    assert _calls(root) == [["-i", bus(0), "-lgc", "345,1485"], ["-i", bus(1), "-lgc", "345,1485"]]
+    assert _calls(root) == [["-i", smi(0), "-lgc", "345,1485"], ["-i", smi(1), "-lgc", "345,1485"]]
     assert journal.current(bus(0), "gpuLockedClocks") == "345,1485"
     assert journal.original(bus(0), "gpuLockedClocks") is None
     assert journal.current(bus(0), "governorPreset") == {"preset": "efficient", "status": "applied-unverified"}
@@ -132,7 +137,7 @@ def test_peak_then_low_then_efficient_undoes_the_memory_lock(tmp_path: Path) -> 
     r = gov.apply_preset(host, inv, journal, "efficient")[0]
     assert r.status == Status.APPLIED_UNVERIFIED
     assert r.before == "graphics 210-645 MHz, memory 405 MHz"
-    assert _calls(root)[-2:] == [["-i", bus(0), "-lgc", "210,1890"], ["-i", bus(0), "-rmc"]]
+    assert _calls(root)[-2:] == [["-i", smi(0), "-lgc", "210,1890"], ["-i", smi(0), "-rmc"]]
     assert not journal.set_by_joulectl(bus(0), "memoryLockedClocks")
     assert smi_state(root)["gpus"][bus(0)]["lmc"] is None
 
@@ -158,8 +163,8 @@ def test_ada_lmc_refusal_is_unsupported_and_resets_the_lgc(tmp_path: Path) -> No
         f"memory clock lock: Setting locked memory clocks is not supported for GPU 0000{bus(0).upper()}; "
         "graphics lock set by joulectl undone"
     )
-    assert _calls(root) == [["-i", bus(0), "-lgc", "210,645"], ["-i", bus(0), "-lmc", "405,405"],
-                            ["-i", bus(0), "-rgc"]]
+    assert _calls(root) == [["-i", smi(0), "-lgc", "210,645"], ["-i", smi(0), "-lmc", "405,405"],
+                            ["-i", smi(0), "-rgc"]]
     assert smi_state(root)["gpus"][bus(0)]["lgc"] is None
     assert journal.devices[bus(0)].current == {}
     assert gov.exit_code_for([r]) == ExitCode.PARTIAL
@@ -232,7 +237,7 @@ def test_sustained_blocked_without_model_presets_applied_with(tmp_path: Path) ->
     r = gov.apply_preset(host, inv, journal, "sustained",
                          model_presets={"nvidia h100 80GB HBM3-MIG-1g.10gb": {"graphicsMHz": 1755}})[0]
     assert (r.status, r.after) == (Status.APPLIED_UNVERIFIED, "graphics 1755 MHz")
-    assert _calls(root) == [["-i", bus(0), "-lgc", "1755,1755"]]
+    assert _calls(root) == [["-i", smi(0), "-lgc", "1755,1755"]]
 
 
 def test_clock_table_fetched_when_discover_has_none(tmp_path: Path) -> None:
@@ -279,7 +284,7 @@ def test_auto_resets_only_joulectl_locks(tmp_path: Path) -> None:
     assert [r.status for r in results] == [Status.APPLIED, Status.UNCHANGED]
     assert results[0].message == "locks set by joulectl reset"
     assert results[1].message == "no lock set by joulectl"
-    assert _calls(root)[-2:] == [["-i", bus(0), "-rgc"], ["-i", bus(0), "-rmc"]]
+    assert _calls(root)[-2:] == [["-i", smi(0), "-rgc"], ["-i", smi(0), "-rmc"]]
     assert journal.devices[bus(0)].current == {}
 
 
@@ -316,7 +321,7 @@ def test_an_operator_lock_discover_reads_is_reported_and_restored(tmp_path: Path
     assert journal.original(bus(0), "gpuLockedClocks") == "1000,1200"
     r = gov.reset(host, inv, journal, cpu=False)[0]
     assert r.status == Status.APPLIED
-    assert _calls(root)[-1] == ["-i", bus(0), "-lgc", "1000,1200"]
+    assert _calls(root)[-1] == ["-i", smi(0), "-lgc", "1000,1200"]
     assert smi_state(root)["gpus"][bus(0)]["lgc"] == [1000, 1200]
 
 
@@ -373,7 +378,7 @@ def test_a_lock_lost_in_a_reboot_is_set_again(tmp_path: Path) -> None:
     dev.clocks.update(graphics_mhz=1980)
     r = gov.apply_preset(host, inventory([dev]), journal, "efficient")[0]
     assert r.status == Status.APPLIED_UNVERIFIED
-    assert _calls(root)[-1] == ["-i", bus(0), "-lgc", "345,1485"]
+    assert _calls(root)[-1] == ["-i", smi(0), "-lgc", "345,1485"]
     assert journal.original(bus(0), "gpuLockedClocks") is None
 
 
@@ -393,7 +398,7 @@ def test_locks_from_an_earlier_boot_are_set_again(tmp_path: Path) -> None:
         "no lock set by joulectl", "the lock joulectl set was lost in a reboot: run `joulectl governor set` again")
     r = gov.apply_preset(host, inv, journal, "peak")[0]
     assert r.status == Status.APPLIED_UNVERIFIED
-    assert _calls(root) == [["-i", bus(0), "-lgc", "1980,1980"]] * 2
+    assert _calls(root) == [["-i", smi(0), "-lgc", "1980,1980"]] * 2
     assert journal.current(bus(0), "governorPreset")["bootId"] == "99999999-2222-3333-4444-555555555555"
 
 
@@ -406,7 +411,7 @@ def test_refused_leaves_joulectl_locks_in_force(tmp_path: Path, monkeypatch: pyt
     r = gov.apply_preset(host, inv, journal, "peak")[0]
     assert (r.status, r.message, r.after) == (Status.REFUSED, "graphics clock lock: insufficient permissions",
                                               "graphics 345-1485 MHz")
-    assert _calls(root)[-1] == ["-i", bus(0), "-lgc", "1980,1980"]  # no reset attempted
+    assert _calls(root)[-1] == ["-i", smi(0), "-lgc", "1980,1980"]  # no reset attempted
     assert journal.current(bus(0), "gpuLockedClocks") == "345,1485"
     assert journal.current(bus(0), "governorPreset")["preset"] == "efficient"
 
