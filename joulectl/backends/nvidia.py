@@ -358,7 +358,7 @@ def set_caps(host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteO
 
     NVML: ``nvmlDeviceSetPowerManagementLimit`` (v1, mW; the ``_v2`` binding's return is never
     trusted) then ``nvmlDeviceGetPowerManagementLimit``. nvidia-smi: one ``-i <bus>,... -pl <W>``
-    call per distinct target, then one ``--query-gpu=pci.bus_id,power.limit`` readback.
+    call per distinct target, then one ``--query-gpu=pci.bus_id,power.limit,enforced.power.limit`` readback.
     """
     if not requests:
         return []

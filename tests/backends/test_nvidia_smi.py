@@ -130,7 +130,7 @@ def stateful_smi(root: Path, trees: ModuleType, buses: list[str], *, pl_body: st
                  query_body: str | None = None) -> Path:
     """A fake nvidia-smi that keeps each GPU's power.limit in ``<root>/state/<bus>``, answers ``-pl``
     as the real tool does ("Power limit for GPU ... was set to ...", "All done."), logs every call
-    and answers the ``--query-gpu=pci.bus_id,power.limit`` readback from the state."""
+    and answers the ``--query-gpu=pci.bus_id,power.limit,enforced.power.limit`` readback from the state."""
     state = root / "state"
     state.mkdir(exist_ok=True)
     for b in buses:
