@@ -132,8 +132,34 @@ def test_readback_csv(canned: CannedHost, text: str, code: int) -> None:
     values, why = nvidia._smi_readback(canned)
     if code != 0:
         assert values == {} and why is not None
-    for bus, watts in values.items():
-        assert bus.count(":") == 2 and (watts is None or isinstance(watts, float))
+    for bus, limits in values.items():
+        assert bus.count(":") == 2 and len(limits) == 2  # (requested, enforced)
+        assert all(w is None or isinstance(w, float) for w in limits)
+
+
+smi_messages = st.lists(
+    st.sampled_from([
+        "Power limit for GPU 00000000:1A:00.0 was set to 420.00 W from 700.00 W.",
+        "Changing power management limit is not supported in current scope for GPU: 00000000:1A:00.0.",
+        "Failed to set power management limit for GPU 00000000:1A:00.0: Insufficient Permissions",
+        "The current user does not have permission to change clocks for GPU 0000:1a:00.0.",
+        "Provided power limit 9.00 W is not a valid power limit which should be between 200.00 W and 700.00 W",
+        "Treating as warning and moving on.", "Terminating early due to previous errors.", "All done.",
+        "Insufficient Permissions", "not supported", "GPU 00000000:ZZ:00.0",
+    ]) | st.text(max_size=40),
+    max_size=8,
+).map("\n".join)
+
+
+@FUZZ
+@given(smi_messages, st.sampled_from([0, 2, 3, 4, 6, 9, 255, -9]))
+def test_message_table_decides_every_gpu_or_says_nothing(text: str, code: int) -> None:
+    from joulectl.backends.nvidia_messages import decide
+
+    verdicts = decide(text, code, ["0000:1a:00.0", "0000:2b:00.0"])
+    assert set(verdicts) == {"0000:1a:00.0", "0000:2b:00.0"}
+    for v in verdicts.values():
+        assert v is None or v.row
 
 
 @STRUCT
