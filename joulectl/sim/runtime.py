@@ -21,6 +21,7 @@ import os
 import signal
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,24 @@ MAX_WORKERS = 12
 #: add_watch errnos that mean a limit, not a broken tree: no further node of the shard is tried.
 _LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE, errno.ENOMEM)
 ProgressFn = Callable[[int, int | None, list[Sample]], None]
+
+
+@dataclass(frozen=True)
+class TickOutput:
+    """What one tick produced, for the network face (snapshots, OTLP push): the tick's number,
+    its samples, facility figures and events, and the texts of both metric files."""
+
+    tick: int
+    samples: list[Sample]
+    facility: telemetry.Facility
+    events: list[Event]
+    otlp_lines: list[str]
+    prometheus_text: str
+
+
+TickFn = Callable[[TickOutput], None]
+#: Called once the nodes are built, before the first tick, with the spec and the node models.
+StartFn = Callable[[Any, list[NodeModel]], None]
 
 
 @dataclass
@@ -360,11 +379,17 @@ def run(
     profiles_dir: str | None = None,
     progress: ProgressFn | None = None,
     render_progress: Callable[[str, str], None] | None = None,
+    on_start: StartFn | None = None,
+    on_tick: TickFn | None = None,
+    stop_event: threading.Event | None = None,
 ) -> RunSummary:
     """Render or resume every node of the spec, then run the tick loop.
 
     ``progress(done, total, samples)`` is called after every tick; ``render_progress(node,
-    "rendered"|"resumed")`` after every tree the start renders or resumes.
+    "rendered"|"resumed")`` after every tree the start renders or resumes; ``on_start(spec,
+    models)`` once before the first tick and ``on_tick(output)`` after every tick's files are
+    written (both in the tick loop's thread: they must not block). Setting ``stop_event`` stops
+    the run after the current tick, as Ctrl-C does (for a run in another thread).
     """
     from joulectl.sim.clusterspec import load_spec
 
@@ -388,8 +413,11 @@ def run(
     try:
         rendered, resumed = _ensure_trees(spec, root, render_progress)
         entries = build_entries(spec, root)
+        if on_start is not None:
+            on_start(spec, [e.model for e in entries])
         return run_entries(entries, root, spec.facility, ticks=ticks, duration_s=duration_s, tick_s=tick_s,
-                           fast=fast, workers=workers, progress=progress, rendered=rendered, resumed=resumed)
+                           fast=fast, workers=workers, progress=progress, rendered=rendered, resumed=resumed,
+                           on_tick=on_tick, stop_event=stop_event)
     finally:
         gc.enable()  # (run_entries turns it back on once the nodes are built, before the first tick)
 
@@ -416,6 +444,8 @@ def run_entries(
     rendered: int = 0,
     resumed: int = 0,
     clock: Callable[[], float] = time.time,
+    on_tick: TickFn | None = None,
+    stop_event: threading.Event | None = None,
 ) -> RunSummary:
     """The tick loop over prepared nodes (what :func:`run` does after the trees exist)."""
     mode = readback_mode()
@@ -424,10 +454,10 @@ def run_entries(
     total = ticks
     if total is None and duration_s is not None:
         total = math.ceil(duration_s / tick_s - 1e-9)
-    stop = {"flag": False}
+    stop = stop_event if stop_event is not None else threading.Event()
 
     def on_sigint(signum: int, frame: Any) -> None:
-        stop["flag"] = True
+        stop.set()
 
     old_handler = None
     try:
@@ -445,6 +475,7 @@ def run_entries(
         gc.enable()
     try:
         summary.events += telemetry.append_events(root, pool.startup)
+        pending: list[Event] = list(pool.startup)  # the start's events go out with the first tick
         models = [e.model for e in entries]
         peak = peak_it_w(models)
         profiles = {e.model.node: e.model.profile for e in entries}
@@ -452,15 +483,15 @@ def run_entries(
         prev = start
         k = 0
         last_s = 0.0
-        while (total is None or k < total) and not stop["flag"]:
+        while (total is None or k < total) and not stop.is_set():
             if fast:
                 now = prev + tick_s
             else:
                 wait = start + (k + 1) * tick_s - clock()
-                while wait > 0 and not stop["flag"]:
+                while wait > 0 and not stop.is_set():
                     time.sleep(min(wait, 0.1))
                     wait = start + (k + 1) * tick_s - clock()
-                if stop["flag"]:
+                if stop.is_set():
                     break
                 now = clock()
             dt = max(0.0, now - prev)
@@ -471,7 +502,11 @@ def run_entries(
             fac = facility_figures(spec_facility, now, it_w, peak)
             summary.events += telemetry.append_events(root, events)
             # The exported tick duration is the previous tick's whole cost (telemetry included).
-            telemetry.write_tick(root, samples, fac, profiles, tick_seconds=last_s, overruns=summary.overruns)
+            lines, prom = telemetry.write_tick(root, samples, fac, profiles, tick_seconds=last_s,
+                                               overruns=summary.overruns)
+            if on_tick is not None:
+                on_tick(TickOutput(k + 1, samples, fac, pending + events if pending else events, lines, prom))
+                pending = []
             last_s = time.monotonic() - t0
             if last_s > tick_s:
                 summary.overruns += 1
@@ -485,7 +520,7 @@ def run_entries(
         pool.close()
         if old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)
-    summary.interrupted = stop["flag"]
+    summary.interrupted = stop.is_set()
     summary.seconds = time.monotonic() - wall0
     return summary
 

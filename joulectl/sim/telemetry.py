@@ -210,8 +210,8 @@ def _placeholders(doc: Any) -> Any:
 
 
 def write_tick(root: str, samples: Sequence[Sample], fac: Facility | None, profiles: dict[str, str], *,
-               tick_seconds: float = 0.0, overruns: int = 0) -> None:
-    """Write both metric files of one tick."""
+               tick_seconds: float = 0.0, overruns: int = 0) -> tuple[list[str], str]:
+    """Write both metric files of one tick; their contents: (OTLP JSON lines, Prometheus text)."""
     lines = []
     for s in samples:
         line = otlp_line(s, s.start_s or s.time_s, profiles.get(s.node, ""))
@@ -220,8 +220,9 @@ def write_tick(root: str, samples: Sequence[Sample], fac: Facility | None, profi
     if fac is not None and samples:
         lines.append(json.dumps(otlp_facility(fac, samples[0].time_s), separators=(",", ":")))
     write_atomic(os.path.join(root, "telemetry", "otlp.jsonl"), "".join(line + "\n" for line in lines))
-    write_atomic(os.path.join(root, "metrics.prom"),
-                 prometheus(samples, fac, tick_seconds=tick_seconds, overruns=overruns))
+    prom = prometheus(samples, fac, tick_seconds=tick_seconds, overruns=overruns)
+    write_atomic(os.path.join(root, "metrics.prom"), prom)
+    return lines, prom
 
 
 def iso(t: float) -> str:

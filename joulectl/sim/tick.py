@@ -197,6 +197,14 @@ class Sample:
     governors: dict[str, str]
     virtual: bool = False
     start_s: float = 0.0
+    #: The node's last readings by component (``T.gpu0`` °C, ``P.gpu0`` average W, ``u.gpu0``
+    #: utilisation 0..1, ``c.gpu0`` clock fraction, ``cap.gpu0`` the cap in effect W, ``f.pkg0``
+    #: frequency fraction): what the HTTP endpoints and exporter formats report.
+    readings: dict[str, float] = field(default_factory=dict)
+
+
+#: Prefixes of the ledger state keys a :class:`Sample` carries as readings.
+_READING_PREFIXES = ("T.", "P.", "u.", "c.", "cap.", "f.")
 
 
 @dataclass
@@ -870,8 +878,9 @@ class NodeRuntime:
         led.tick += 1
         led.time_s = now
         ledger_mod.write(self.dir, led)
+        readings = {k: v for k, v in st.items() if k.startswith(_READING_PREFIXES)}
         return Sample(m.node, now, node_w, round(cpu_total, 2), round(gpu_total, 2), energy, gpu_power, caps,
-                      governors, m.virtual, st["t0"])
+                      governors, m.virtual, st["t0"], readings)
 
     def _cpu_cap_w(self, key: str) -> float | None:
         for w in self.by_component.get(key, ()):
