@@ -16,6 +16,11 @@ _TICK = "Tick interval in seconds."
 _FAST = "Run ticks back to back instead of in real time."
 _WORKERS = "Worker processes (default: min(CPU count, 12))."
 _PROFILES = "Directory of local hardware profiles, added to the builtin ones."
+_LISTEN = ("Serve /metrics, /telemetry/<node>, /control/<node>, /exporters/<format>/<node>/metrics and /healthz "
+           "on ADDR:PORT (PORT alone binds 127.0.0.1; port 0 picks a free one).")
+_OTLP = "Push metrics every tick and events as log records over OTLP/HTTP to this base URL."
+_OTLP_PROTO = "OTLP encoding: http/protobuf or http/json."
+_WATCH = "Redraw the table every SECONDS (from the run's /telemetry when it serves one, else from the trees)."
 
 
 def register_run(sim_app: typer.Typer) -> None:
@@ -33,6 +38,13 @@ def register_run(sim_app: typer.Typer) -> None:
         profiles_dir: Annotated[
             str | None, typer.Option("--profiles-dir", metavar="DIR", envvar="SIM_PROFILES_DIR", help=_PROFILES)
         ] = None,
+        listen: Annotated[str | None, typer.Option("--listen", metavar="ADDR:PORT", help=_LISTEN)] = None,
+        otlp_endpoint: Annotated[
+            str | None, typer.Option("--otlp-endpoint", metavar="URL", envvar="SIM_OTLP_ENDPOINT", help=_OTLP)
+        ] = None,
+        otlp_protocol: Annotated[
+            str, typer.Option("--otlp-protocol", metavar="PROTOCOL", help=_OTLP_PROTO)
+        ] = "http/protobuf",
         output: Output = "table",
     ) -> None:
         """Render or resume the spec's nodes and advance them tick by tick (Ctrl-C stops after a tick)."""
@@ -43,9 +55,15 @@ def register_run(sim_app: typer.Typer) -> None:
         fmt = check_format(output, ("table", "json", "yaml"))
         if ticks is not None and duration is not None:
             raise InputError("give --ticks or --duration, not both", field="--duration")
-        with _Progress() as bar:
-            summary = run(spec, root, ticks=ticks, duration_s=duration, tick_s=tick, fast=fast, workers=workers,
-                          profiles_dir=profiles_dir, progress=bar.update, render_progress=bar.tree)
+        face = _network_face(root, listen, otlp_endpoint, otlp_protocol)
+        try:
+            with _Progress() as bar:
+                summary = run(spec, root, ticks=ticks, duration_s=duration, tick_s=tick, fast=fast, workers=workers,
+                              profiles_dir=profiles_dir, progress=bar.update, render_progress=bar.tree,
+                              on_start=face.on_start if face else None, on_tick=face.on_tick if face else None)
+        finally:
+            if face is not None:
+                face.close()
         data = summary.as_dict()
         emit(data, fmt, lambda: _run_table(data))
         if summary.interrupted:
@@ -54,15 +72,91 @@ def register_run(sim_app: typer.Typer) -> None:
     @sim_app.command("status")
     def status_cmd(
         root: Annotated[str, typer.Option("--root", metavar="DIR", help=_ROOT)],
+        watch: Annotated[float | None, typer.Option("--watch", metavar="SECONDS", help=_WATCH, min=0.1)] = None,
+        count: Annotated[
+            int | None, typer.Option("--count", metavar="N", help="With --watch: stop after N refreshes.", min=1)
+        ] = None,
         output: Output = "table",
     ) -> None:
         """Per node: power, energy, caps and governors in force (from the trees and their ledgers)."""
+        from joulectl.errors import InputError
         from joulectl.render import emit
         from joulectl.sim.runtime import status
 
         fmt = check_format(output, ("table", "json", "yaml"))
+        if count is not None and watch is None:
+            raise InputError("needs --watch", field="--count")
+        if watch is not None:
+            if fmt != "table":
+                raise InputError(f"--watch prints a table and cannot be combined with -o {fmt}", field="--watch")
+            _watch_status(root, watch, count)
+            return
         data = status(root)
         emit(data, fmt, lambda: _status_table(data))
+
+
+def _network_face(root: str, listen: str | None, otlp: str | None, protocol: str) -> Any:
+    """The run's HTTP endpoints and OTLP pusher, or None when neither is asked for."""
+    if listen is None and otlp is None:
+        return None
+    from joulectl.render import warn
+    from joulectl.sim.serve.face import NetworkFace
+
+    address = None
+    if listen is not None:
+        from joulectl.sim.serve.http import parse_listen
+
+        address = parse_listen(listen)
+
+    def announce(message: str) -> None:
+        sys.stderr.write(f"joulectl: {message}\n")
+        sys.stderr.flush()
+
+    return NetworkFace(root, listen=address, otlp_url=otlp, otlp_protocol=protocol, warn=warn, announce=announce)
+
+
+def _watch_status(root: str, interval_s: float, count: int | None) -> None:
+    """``simulate status --watch``: the run's own snapshots when it serves them, else the trees."""
+    import time
+
+    from joulectl.sim.runtime import status
+    from joulectl.sim.serve.face import serving_url
+
+    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
+    n = 0
+    while count is None or n < count:
+        if n:
+            time.sleep(interval_s)
+        url = serving_url(root)
+        data = _snapshot_status(url) if url else None
+        if data is None:
+            data = status(root)
+        sys.stdout.write(clear + _status_table(data) + ("" if clear else "\n"))
+        sys.stdout.flush()
+        n += 1
+
+
+def _snapshot_status(url: str) -> dict[str, Any] | None:
+    """``GET <url>/telemetry`` as :func:`joulectl.sim.runtime.status` shapes it (None if unreachable)."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/telemetry", timeout=2) as resp:
+            doc = json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+    nodes = []
+    for t in doc.get("nodes", []):
+        caps = {p["id"]: p["capWatts"] for p in t["cpu"]["packages"]}
+        caps.update({g["id"]: g["capWattsTarget"] for g in t["gpu"]["devices"]})
+        energy = t["energyJoules"]
+        host_j = energy.get("host", sum(v for k, v in energy.items() if k != "psys"))
+        govs = t["cpu"]["governors"]
+        nodes.append({"node": t["node"], "profile": t["hardwareModel"], "ticks": t["tick"],
+                      "powerWatts": t["packagePowerWatts"], "energyJoules": host_j, "capsWatts": caps,
+                      "governors": {"cpu": sorted(set(govs.values())), "epp": [], "gpuPerfLevels": {}}})
+    return {"nodes": nodes}
 
 
 class _Progress:

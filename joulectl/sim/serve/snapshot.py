@@ -1,0 +1,251 @@
+"""Immutable per-tick snapshots of a simulator run, and the hub the tick loop publishes them to.
+
+The tick loop builds one :class:`Snapshot` after each tick and publishes it with one reference
+assignment (:meth:`Hub.publish`). A reader takes :attr:`Hub.current` once and reads only that
+object, so it never mixes two ticks; nothing a reader does steps a node or touches the trees.
+Renders of a snapshot (a node's telemetry JSON, the OpenMetrics text, an exporter page) are made
+on first request and kept on the snapshot: the same bytes for every reader of that tick.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from joulectl.sim.telemetry import Facility, iso
+from joulectl.sim.tick import Sample
+
+
+@dataclass(frozen=True)
+class GpuMeta:
+    """What a GPU is, for the exporter formats (from the profile and its layout)."""
+
+    key: str  # gpu0, gpu1, ... as in Sample
+    index: int
+    vendor: str
+    product: str
+    bus_id: str  # 0000:18:00.0, lower-case hex as sysfs spells it
+    uuid: str = ""
+    serial: str = ""
+    max_w: float = 0.0
+    idle_w: float = 0.0
+    max_sm_clock_mhz: int = 0
+    max_mem_clock_mhz: int = 0
+    memory_mib: int = 0
+    driver_version: str = ""
+    vbios_version: str = ""
+
+
+@dataclass(frozen=True)
+class NodeMeta:
+    """What a node is: its profile, CPU model, packages and GPUs."""
+
+    node: str
+    profile: str
+    virtual: bool = False
+    cpu_model: str = ""
+    packages: tuple[str, ...] = ()  # pkg0, pkg1, ...
+    package_idle_w: float = 0.0
+    gpus: tuple[GpuMeta, ...] = ()
+
+
+@dataclass
+class Snapshot:
+    """One tick of every node, never changed after :meth:`Hub.publish` (the render cache aside)."""
+
+    tick: int
+    time_s: float
+    samples: Mapping[str, Sample]
+    facility: Facility | None
+    prometheus_text: str
+    #: Per node and energy component: the part of the cumulative energy (J) spent at idle power,
+    #: for the exporters that split energy into idle and dynamic (Kepler).
+    idle_j: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: Per node and energy component: the average power of the last tick (ΔE / Δt, W).
+    rate_w: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    _cache: dict[Any, bytes] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def rendered(self, key: Any, make: Callable[[], bytes]) -> bytes:
+        """``make()`` once per key for this snapshot (the same bytes for every reader)."""
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        out = make()
+        with self._lock:
+            return self._cache.setdefault(key, out)
+
+
+class Hub:
+    """Holds the latest snapshot and the node metadata; published from the tick loop."""
+
+    def __init__(self, metas: Mapping[str, NodeMeta], *, run_id: str = "") -> None:
+        self.metas = dict(metas)
+        self.run_id = run_id
+        self._current: Snapshot | None = None
+        self._idle: dict[str, dict[str, float]] = {}
+        self._rate: dict[str, dict[str, float]] = {}
+        self._last: dict[str, dict[str, float]] = {}
+        self._cond = threading.Condition()
+        self._listeners: list[Callable[[Snapshot], None]] = []
+
+    @property
+    def current(self) -> Snapshot | None:
+        """The latest snapshot (None before the first tick)."""
+        return self._current
+
+    def subscribe(self, fn: Callable[[Snapshot], None]) -> None:
+        """Call ``fn(snapshot)`` after every publish (it must not block: the tick loop calls it)."""
+        self._listeners.append(fn)
+
+    def publish(self, tick: int, samples: Iterable[Sample], facility: Facility | None,
+                prometheus_text: str) -> Snapshot:
+        """Build and publish the snapshot of one tick; the listeners are told after the swap."""
+        by_node = {s.node: s for s in samples}
+        self._account_idle(by_node)
+        idle = {node: dict(parts) for node, parts in self._idle.items()}
+        rate = {node: dict(parts) for node, parts in self._rate.items()}
+        time_s = max((s.time_s for s in by_node.values()), default=0.0)
+        snap = Snapshot(tick, time_s, by_node, facility, prometheus_text, idle, rate)
+        with self._cond:
+            self._current = snap
+            self._cond.notify_all()
+        for fn in self._listeners:
+            fn(snap)
+        return snap
+
+    def wait(self, after_tick: int, timeout: float) -> Snapshot | None:
+        """The first snapshot with a tick above ``after_tick``, waiting at most ``timeout`` s."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._current is not None and self._current.tick > after_tick, timeout)
+            return self._current
+
+    def _account_idle(self, by_node: Mapping[str, Sample]) -> None:
+        """Add each component's idle share of this tick's energy (``min(idle W · dt, ΔE)``) and
+        note its average power over the tick (``ΔE / dt``)."""
+        for node, s in by_node.items():
+            meta = self.metas.get(node)
+            if meta is None:
+                continue
+            last = self._last.setdefault(node, {})
+            idle = self._idle.setdefault(node, {})
+            rate = self._rate.setdefault(node, {})
+            dt = max(0.0, s.time_s - last.get("t", s.start_s or s.time_s))
+            idle_w = {g.key: g.idle_w for g in meta.gpus}
+            for cid, (_hw_type, total) in s.energy_j.items():
+                delta = max(0.0, total - last.get(cid, total if "t" in last else 0.0))
+                w = idle_w.get(cid, meta.package_idle_w if cid.startswith("pkg") else 0.0)
+                idle[cid] = idle.get(cid, 0.0) + min(w * dt, delta)
+                rate[cid] = delta / dt if dt > 0 else 0.0
+                last[cid] = total
+            last["t"] = s.time_s
+
+
+# -- metadata from a spec and its models ----------------------------------------------------------------
+
+
+def node_metas(spec: Any, models: Iterable[Any]) -> dict[str, NodeMeta]:
+    """One :class:`NodeMeta` per spec node, from its resolved profile and its layout model."""
+    by_name = {m.node: m for m in models}
+    out: dict[str, NodeMeta] = {}
+    for node in spec.nodes:
+        model = by_name.get(node.name)
+        if model is None:
+            continue
+        out[node.name] = _node_meta(node.name, node.profile, model)
+    return out
+
+
+def _node_meta(name: str, profile: Any, model: Any) -> NodeMeta:
+    gcfg: dict[str, Any] = profile.gpus
+    boards: list[dict[str, Any]] = list(profile.boards or [])
+    system = profile.board_system or {}
+    product = str(gcfg.get("model", ""))
+    gpus = []
+    for g in model.gpus:
+        b = boards[g.index] if g.index < len(boards) else {}
+        clocks = b.get("clocks") or {}
+        mem = b.get("memory") or {}
+        gpus.append(GpuMeta(
+            key=f"gpu{g.index}",
+            index=g.index,
+            vendor=g.vendor,
+            product=str(b.get("name") or product or f"{g.vendor} GPU"),
+            bus_id=(g.bus_id or str((b.get("pci") or {}).get("bus_id", ""))).lower(),
+            uuid=str(b.get("uuid", "")),
+            serial=str(b.get("serial", "")),
+            max_w=float(g.params.max_w),
+            idle_w=float(g.params.idle_w),
+            max_sm_clock_mhz=int(clocks.get("sm_max") or clocks.get("graphics_max") or _amd_top_mhz(g)),
+            max_mem_clock_mhz=int(clocks.get("memory_max") or 0),
+            memory_mib=int(mem.get("total_bytes", 0)) >> 20 if mem else int(gcfg.get("memoryMiB", 0) or 0),
+            driver_version=str(system.get("driver_version", "")),
+            vbios_version=str(b.get("vbios_version", "")),
+        ))
+    packages = tuple(f"pkg{p.index}" for p in model.packages)
+    idle_w = float(model.packages[0].params.idle_w) if model.packages else 0.0
+    return NodeMeta(node=name, profile=profile.name, virtual=bool(model.virtual),
+                    cpu_model=str(profile.cpu.get("model", "")), packages=packages, package_idle_w=idle_w,
+                    gpus=tuple(gpus))
+
+
+def _amd_top_mhz(gpu: Any) -> int:
+    levels = getattr(gpu, "sclk_mhz", ()) or ()
+    return int(max(levels)) if levels else 0
+
+
+# -- the telemetry document ------------------------------------------------------------------------------
+
+
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def telemetry_doc(snap: Snapshot, meta: NodeMeta) -> dict[str, Any]:
+    """``GET /telemetry/<node>``: the node's latest tick, with the fields of Joulie's HTTP API
+    (joulie-reference.md §5: ``packagePowerWatts``, ``cpu``, ``gpu{...}``, ``hardwareModel``,
+    ``pods``, ``ts``) and the energy counters."""
+    s = snap.samples[meta.node]
+    rd = s.readings
+    packages = []
+    for key in meta.packages:
+        packages.append({"id": key, "capWatts": _r(s.caps_w.get(key)), "temperatureC": _r(rd.get(f"T.{key}")),
+                         "frequencyScale": _r(rd.get(f"f.{key}"), 4),
+                         "energyJoules": _r(s.energy_j.get(key, ("", None))[1], 6)})
+    gpus = []
+    applied: list[float | None] = []
+    target: list[float | None] = []
+    utils: list[float] = []
+    avg_total = 0.0
+    for g in meta.gpus:
+        util = rd.get(f"u.{g.key}", 0.0)
+        utils.append(util)
+        avg = rd.get(f"P.{g.key}", s.gpu_power_w.get(g.key, 0.0))
+        avg_total += avg
+        applied.append(_r(rd.get(f"cap.{g.key}")))
+        target.append(_r(s.caps_w.get(g.key)))
+        gpus.append({"id": g.key, "busId": g.bus_id, "uuid": g.uuid or None, "product": g.product,
+                     "powerWatts": _r(s.gpu_power_w.get(g.key)), "avgPowerWatts": _r(avg),
+                     "capWattsApplied": applied[-1], "capWattsTarget": target[-1],
+                     "utilization": _r(util, 4), "temperatureC": _r(rd.get(f"T.{g.key}")),
+                     "energyJoules": _r(s.energy_j.get(g.key, ("", None))[1], 6)})
+    first = meta.gpus[0] if meta.gpus else None
+    return {
+        "node": meta.node,
+        "tick": snap.tick,
+        "ts": iso(s.time_s),
+        "hardwareModel": meta.profile,
+        "packagePowerWatts": s.power_w,
+        "cpu": {"model": meta.cpu_model, "powerWatts": s.cpu_w, "packages": packages,
+                "governors": dict(sorted(s.governors.items()))},
+        "gpu": {"present": bool(meta.gpus), "vendor": first.vendor if first else None,
+                "product": first.product if first else None, "count": len(meta.gpus),
+                "powerWattsTotal": s.gpu_w, "avgPowerWattsTotal": round(avg_total, 2),
+                "capWattsPerGpuApplied": applied, "capWattsPerGpuTarget": target,
+                "utilization": round(sum(utils) / len(utils), 4) if utils else 0.0, "devices": gpus},
+        "energyJoules": {cid: round(j, 6) for cid, (_t, j) in sorted(s.energy_j.items())},
+        "pods": [],
+        "virtual": meta.virtual,
+    }
