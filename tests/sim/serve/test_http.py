@@ -320,3 +320,25 @@ def test_stop_event_ends_a_run_in_another_thread_after_its_tick(tmp_path: Path) 
     summary = result["summary"]
     assert summary.interrupted is True
     assert 3 <= summary.ticks <= ticks[0] + 1
+
+
+def test_the_network_face_is_imported_only_when_asked_for(tmp_path: Path) -> None:
+    """``--version`` and a run without --listen/--otlp-endpoint import neither the server, nor
+    waitress, nor the protobuf messages."""
+    import os
+    import subprocess
+    import sys
+
+    spec = write_spec(tmp_path)
+    code = (
+        "import sys\nfrom joulectl.cli import run\n"
+        "args = sys.argv[1:]\n"
+        "code = run(args)\n"
+        "heavy = sorted(m for m in ('waitress', 'google.protobuf', 'opentelemetry', 'joulectl.sim.serve')"
+        " if m in sys.modules)\n"
+        "print('HEAVY', code, heavy, file=sys.stderr)\n"
+    )
+    for args in (["--version"], ["simulate", "run", spec, "--root", str(tmp_path / "r"), "--ticks", "1", "--fast"]):
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                              env={**os.environ, "NO_COLOR": "1"}, timeout=120)
+        assert "HEAVY 0 []" in proc.stderr, (args, proc.stderr)
