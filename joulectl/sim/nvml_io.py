@@ -126,9 +126,13 @@ class NvmlIO:
 
     @staticmethod
     def limit_w(dev: dict[str, Any]) -> float:
-        """The software power limit in force, W."""
+        """The power limit in force, W: the requested one, held below by the board's platform
+        limit when it has one (the enforced limit)."""
         power = dev.get("power") or {}
         mw = power.get("limitMw", power.get("enforcedLimitMw", power.get("defaultLimitMw", 0)))
+        platform = power.get("platformLimitMw")
+        if platform is not None:
+            mw = min(float(mw), float(platform))
         return float(mw) / 1000.0
 
     @staticmethod
@@ -206,7 +210,7 @@ class NvmlIO:
         default = power.get("defaultLimitMw")
         if default is not None:
             power["limitMw"] = default
-            power["enforcedLimitMw"] = default
+            power["enforcedLimitMw"] = round(NvmlIO.limit_w(dev) * 1000)
         clocks["lockedGraphics"] = None
         clocks["lockedMemory"] = None
         return before
@@ -220,9 +224,8 @@ class NvmlIO:
         if "power.draw" not in (dev.get("fieldSupport") or {}):
             power["drawMw"] = round(power_w * 1000.0)
         power["energyMj"] = int(energy_mj)
-        limit = power.get("limitMw")
-        if limit is not None:
-            power["enforcedLimitMw"] = limit
+        if power.get("limitMw") is not None:
+            power["enforcedLimitMw"] = round(self.limit_w(dev) * 1000)
         bound, sm_max = self.sm_bound_mhz(dev)
         if util < 0.01:
             lows = [min(c["graphicsMhz"]) for c in dev.get("supportedClocks") or [] if c.get("graphicsMhz")]

@@ -30,6 +30,7 @@ from typing import Any
 
 from joulectl.errors import InputError
 from joulectl.sim.clusterspec import SpecNode
+from joulectl.sim.nvml_board import nvml_document
 from joulectl.sim.profiles import DEFAULT_LIMIT_BITS, PSYS_LIMIT_BITS, Profile
 from joulectl.sim.tools.state import load_manifest, read_nvml_state, write_nvml_state
 
@@ -566,101 +567,6 @@ def _nvidia(t: Template, prof: Profile) -> None:
                  _numa(i, prof.gpu_count, sockets), f"0x{sub >> 16:04x}")
         t.f(f"dev/nvidia{int(board.get('minor_number', i))}", b"", 0o666)
     t.nvml = nvml_document(prof)
-
-
-def _mhz_list(board: dict[str, Any]) -> list[dict[str, Any]]:
-    sc = (board.get("supported_clocks") or {}).get("memory_clocks") or []
-    return [{"memoryMhz": int(m["freq_mhz"]), "graphicsMhz": [int(x) for x in m.get("graphics_clocks") or []]}
-            for m in sc]
-
-
-def nvml_document(prof: Profile) -> dict[str, Any]:
-    """The initial ``state/nvml.json`` of an NVIDIA profile (limits mW, clocks MHz, energy mJ)."""
-    g = prof.gpus
-    system = prof.board_system
-    exposure = str(g.get("exposure", "whole"))
-    mig_on = exposure.startswith("mig")
-    pm = g.get("persistenceMode")
-    gpus = []
-    for i, b in enumerate(prof.boards):
-        p = b.get("power") or {}
-        c = b.get("clocks") or {}
-        mem = b.get("memory") or {}
-        cc = b.get("compute_capability") or {}
-        mig_cfg = g.get("mig") or {}
-        persistence = pm if pm else str(b.get("persistence_mode", "enabled"))
-        mig_devices: list[dict[str, Any]] = []
-        if exposure == "mig-single":
-            mig_devices = [{"profile": mig_cfg.get("single")} for _ in range(int((mig_cfg.get("profiles") or {}).get(
-                mig_cfg.get("single"), 1)))]
-        elif exposure == "mig-mixed":
-            for name, n in (mig_cfg.get("mixed") or {}).items():
-                mig_devices += [{"profile": name} for _ in range(int(n))]
-        default_mw = int(p.get("default_limit_mw", p.get("max_limit_mw", 0)))
-        gpus.append({
-            "index": int(b["index"]),
-            "minorNumber": int(b.get("minor_number", i)),
-            "busId": "0000" + str(b["pci"]["bus_id"]).upper(),
-            "uuid": str(b["uuid"]),
-            "serial": str(b.get("serial", "")),
-            "name": str(b.get("name", g.get("model", "NVIDIA GPU"))),
-            "brand": str(b.get("brand", "nvidia")),
-            "architecture": str(b.get("architecture", "unknown")).lower(),
-            "computeCapability": f"{cc.get('major', 0)}.{cc.get('minor', 0)}",
-            "vbiosVersion": str(b.get("vbios_version", "")),
-            "boardPartNumber": str(b.get("board_part_number", "")),
-            "pciDeviceId": f"0x{int((b.get('pci') or {}).get('device_id', 0)):08X}",
-            "memoryTotalMiB": int(mem.get("total_bytes", 0)) >> 20,
-            "memoryReservedMiB": int(mem.get("reserved_bytes", 0)) >> 20,
-            "power": {
-                "managementSupported": bool(p.get("management_supported", True)),
-                "limitMw": int(p.get("enforced_limit_mw", default_mw)),
-                "enforcedLimitMw": int(p.get("enforced_limit_mw", default_mw)),
-                "defaultLimitMw": default_mw,
-                "minLimitMw": int(p.get("min_limit_mw", 0)),
-                "maxLimitMw": int(p.get("max_limit_mw", default_mw)),
-                "drawMw": int(p.get("current_draw_mw", 0)),
-                "energyMj": 0,
-            },
-            "pstate": str(b.get("performance_state", p.get("power_state", "P0"))),
-            "clocks": {
-                "graphicsMhz": int(c.get("graphics_current", 0)),
-                "smMhz": int(c.get("sm_current", c.get("graphics_current", 0))),
-                "memoryMhz": int(c.get("memory_current", 0)),
-                "videoMhz": int(c.get("video_current", 0)),
-                "graphicsMaxMhz": int(c.get("graphics_max", 0)),
-                "smMaxMhz": int(c.get("sm_max", c.get("graphics_max", 0))),
-                "memoryMaxMhz": int(c.get("memory_max", 0)),
-                "videoMaxMhz": int(c.get("video_max", 0)),
-                "graphicsAppMhz": int(c.get("graphics_app", 0)),
-                "memoryAppMhz": int(c.get("memory_app", 0)),
-                "lockedGraphics": c.get("locked_graphics"),
-                "lockedMemory": c.get("locked_memory"),
-            },
-            "supportedClocks": _mhz_list(b),
-            "smMaxByMem": {str(k): int(v) for k, v in ((g.get("clocks") or {}).get("supported") or {}).get(
-                "smMaxByMem", {}).items()},
-            "memoryLockSupported": bool((g.get("clocks") or {}).get("memoryLockSupported", True)),
-            "persistenceMode": "Enabled" if persistence.lower() == "enabled" else "Disabled",
-            "fieldSupport": {str(k): str(v) for k, v in (g.get("fieldSupport") or {}).items()},
-            "mig": {
-                "capable": bool(mig_cfg.get("capable", False)),
-                "mode": "Enabled" if mig_on else ("Disabled" if mig_cfg.get("capable") else "N/A"),
-                "devices": mig_devices,
-            },
-            "temperatureC": int((b.get("thermal") or {}).get("temperature_gpu_c", 30)),
-            "temperatureMemoryC": (b.get("thermal") or {}).get("temperature_memory_c"),
-            "utilizationGpu": 0,
-            "utilizationMemory": 0,
-            "computeMode": str(b.get("compute_mode", "default")),
-        })
-    return {
-        "version": 1,
-        "driverVersion": str(system.get("driver_version", "550.163.01")),
-        "cudaVersion": str(system.get("cuda_version", "12.4")),
-        "nvmlVersion": str(system.get("nvml_version", "")),
-        "gpus": gpus,
-    }
 
 
 def _tool_script(tool: str) -> bytes:

@@ -2,10 +2,18 @@
 
 Answers ``-L``, ``-q`` (text), ``-q -x`` (XML in the newer ``<gpu_power_readings>`` schema),
 ``-q -d SUPPORTED_CLOCKS`` (honouring ``smMaxByMem``), ``--query-gpu=... --format=csv[,noheader]
-[,nounits]``, and the set commands ``-pl``, ``-lgc``, ``-lmc``, ``-rgc``, ``-rmc``, ``-pm`` with
-``-i`` (index, bus id in either spelling, UUID, or a comma list) and ``-eow``. ``-ac``, ``-rac``
-and ``--auto-boost-default`` are always refused as not supported. ``HWEMU_UNPRIVILEGED=1`` makes
-every set command fail with "Insufficient Permissions" (exit 4).
+[,nounits]``, and the set commands ``-pl``, ``-lgc``, ``-lmc``, ``-rgc``, ``-rmc``, ``-pm``, ``-r``
+with ``-i`` (index, bus id in either spelling, UUID, or a comma list) and ``-eow``. ``-ac``, ``-rac``
+and ``--auto-boost-default`` are always refused as not supported.
+
+It prints what real drivers print: the architecture as nvidia-smi spells it (``Ada Lovelace``,
+``Hopper``), MIG ``N/A`` on a board without MIG, the board's whole supported-clocks table highest
+first per memory clock, ``average_power_draw`` ``N/A`` on a board with instant draw only, the
+enforced limit (``current_power_limit``) held below the requested one by a board's platform limit,
+"... is not supported in current scope for GPU: <bus id>." from driver 535 on for a board whose
+limit the host may not set, the persistence-mode warning before a clock lock with persistence off,
+only "All done." for ``-rgc``/``-rmc``. ``HWEMU_UNPRIVILEGED=1`` makes every set command fail with
+the unprivileged wording of its kind (exit 4). ``-r`` puts the GPU back as the profile started it.
 
 Exit codes follow nvidia-smi: 0 success (warnings included), 2 invalid argument, 3 a warning
 with ``-eow`` (operation not available), 4 insufficient permissions, 6 no device matched.
@@ -30,17 +38,18 @@ _SHORT = {
     "-rmc": ("reset-memory-clocks", False), "-pm": ("persistence-mode", True),
     "-eow": ("error-on-warning", False), "-h": ("help", False), "-ac": ("applications-clocks", True),
     "-rac": ("reset-applications-clocks", False), "-sc": ("scope", True), "-u": ("unit", False),
+    "-r": ("gpu-reset", False),
 }
 _LONG = {
     "list-gpus": False, "query": False, "xml-format": False, "display": True, "id": True, "query-gpu": True,
     "format": True, "power-limit": True, "lock-gpu-clocks": True, "lock-memory-clocks": True,
     "reset-gpu-clocks": False, "reset-memory-clocks": False, "persistence-mode": True, "error-on-warning": False,
     "help": False, "applications-clocks": True, "reset-applications-clocks": False, "auto-boost-default": True,
-    "scope": True, "query-supported-clocks": True,
+    "scope": True, "query-supported-clocks": True, "gpu-reset": False,
 }
 _ALIAS = {"list-gpus": "list", "xml-format": "xml"}
 _SETTERS = ("power-limit", "lock-gpu-clocks", "lock-memory-clocks", "reset-gpu-clocks", "reset-memory-clocks",
-            "persistence-mode", "applications-clocks", "reset-applications-clocks", "auto-boost-default")
+            "persistence-mode", "applications-clocks", "reset-applications-clocks", "auto-boost-default", "gpu-reset")
 #: ``-d`` sections: SUPPORTED_CLOCKS alone prints only the clock table; any other selection prints the
 #: report without it (the emulator does not cut the report finer than that).
 _DISPLAYS = {"MEMORY", "UTILIZATION", "ECC", "TEMPERATURE", "POWER", "CLOCK", "COMPUTE", "PIDS", "PERFORMANCE",
@@ -139,12 +148,35 @@ def _token(g: dict[str, Any], field: str) -> str | None:
     return str(tok) if tok is not None else None
 
 
+def _arch(g: dict[str, Any]) -> str:
+    """The architecture key (``ada_lovelace`` and ``Ada Lovelace`` are ``ada``, as mock-NVML reads them)."""
+    a = str(g.get("architecture", "")).strip().lower()
+    return "ada" if a in ("ada_lovelace", "ada lovelace") else a
+
+
+def _arch_name(g: dict[str, Any]) -> str:
+    """``<product_architecture>`` as nvidia-smi spells it (``Ada Lovelace``, ``Hopper``...)."""
+    return _ARCH_NAME.get(_arch(g), "Unknown")
+
+
 def _arch_at_least(g: dict[str, Any], arch: str) -> bool:
-    a = str(g.get("architecture", "")).lower()
-    a = "ada" if a == "ada_lovelace" else a
+    a = _arch(g)
     if a not in _ARCH_ORDER:
         return False
     return _ARCH_ORDER.index(a) >= _ARCH_ORDER.index(arch)
+
+
+def _mig_mode(g: dict[str, Any]) -> str:
+    """``current_mig``: ``N/A`` on a board without MIG (L40S, T4), else Enabled/Disabled."""
+    mig = g.get("mig") or {}
+    return str(mig.get("mode", "N/A")) if mig.get("capable") else "N/A"
+
+
+def _average_draw(g: dict[str, Any]) -> str:
+    """``average_power_draw``: ``N/A`` on a board that reports instant draw only (A100, T4)."""
+    if not g["power"].get("averageDraw", True):
+        return "N/A"
+    return _xml_tok(g, "power.draw", _w(g["power"]["drawMw"]))
 
 
 def _supported(g: dict[str, Any]) -> list[tuple[int, list[int]]]:
@@ -153,11 +185,11 @@ def _supported(g: dict[str, Any]) -> list[tuple[int, list[int]]]:
     out = []
     for entry in g.get("supportedClocks") or []:
         mem = int(entry["memoryMhz"])
-        graphics = [int(x) for x in entry.get("graphicsMhz") or []]
+        graphics = sorted((int(x) for x in entry.get("graphicsMhz") or []), reverse=True)
         if mem in caps:
             graphics = [x for x in graphics if x <= caps[mem]]
         out.append((mem, graphics))
-    return out
+    return sorted(out, key=lambda e: -e[0])  # highest first, as nvidia-smi prints them
 
 
 # -- queries ----------------------------------------------------------------------------------------
@@ -208,7 +240,7 @@ def _field(g: dict[str, Any], state: dict[str, Any], name: str, units: bool) -> 
         "power.min_limit": lambda: w(p["minLimitMw"]),
         "power.max_limit": lambda: w(p["maxLimitMw"]),
         "power.draw": lambda: w(p["drawMw"]),
-        "power.draw.average": lambda: w(p["drawMw"]),
+        "power.draw.average": lambda: w(p["drawMw"]) if p.get("averageDraw", True) else "[N/A]",
         "power.draw.instant": lambda: w(p["drawMw"]),
         "total_energy_consumption": lambda: f"{int(p.get('energyMj', 0))}{' mJ' if units else ''}",
         "clocks.gr": lambda: mhz(c["graphicsMhz"]),
@@ -319,17 +351,16 @@ def _xml(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -
         pad = "\t\t"
         only_clocks = display == {"SUPPORTED_CLOCKS"}
         if not only_clocks:
-            mig = g.get("mig") or {}
             p = g["power"]
             c = g["clocks"]
             bus = g["busId"]
             out += [
                 _x("product_name", g["name"], pad), _x("product_brand", "NVIDIA", pad),
-                _x("product_architecture", _ARCH_NAME.get(g.get("architecture", ""), "Unknown"), pad),
+                _x("product_architecture", _arch_name(g), pad),
                 _x("display_mode", "Disabled", pad), _x("display_active", "Disabled", pad),
                 _x("persistence_mode", g.get("persistenceMode", "Enabled"), pad),
-                f"{pad}<mig_mode>\n", _x("current_mig", mig.get("mode", "N/A"), pad + "\t"),
-                _x("pending_mig", mig.get("mode", "N/A"), pad + "\t"), f"{pad}</mig_mode>\n",
+                f"{pad}<mig_mode>\n", _x("current_mig", _mig_mode(g), pad + "\t"),
+                _x("pending_mig", _mig_mode(g), pad + "\t"), f"{pad}</mig_mode>\n",
                 _x("serial", g.get("serial", ""), pad), _x("uuid", g["uuid"], pad),
                 _x("minor_number", g.get("minorNumber", g["index"]), pad),
                 _x("vbios_version", g.get("vbiosVersion", ""), pad),
@@ -350,7 +381,7 @@ def _xml(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -
                 _x("performance_state", g.get("pstate", "P0"), pad),
                 f"{pad}<gpu_power_readings>\n",
                 _x("power_state", g.get("pstate", "P0"), pad + "\t"),
-                _x("average_power_draw", _xml_tok(g, "power.draw", _w(p["drawMw"])), pad + "\t"),
+                _x("average_power_draw", _average_draw(g), pad + "\t"),
                 _x("instant_power_draw", _xml_tok(g, "power.draw", _w(p["drawMw"])), pad + "\t"),
                 _x("current_power_limit", _xml_tok(g, "enforced.power.limit", _w(p["enforcedLimitMw"])), pad + "\t"),
                 _x("requested_power_limit", _xml_tok(g, "power.limit", _w(p["limitMw"])), pad + "\t"),
@@ -410,19 +441,19 @@ def _text(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) 
         if display != {"SUPPORTED_CLOCKS"}:
             p = g["power"]
             c = g["clocks"]
-            mig = g.get("mig") or {}
             out += [
                 _row("Product Name", g["name"], 4),
-                _row("Product Architecture", _ARCH_NAME.get(g.get("architecture", ""), "Unknown"), 4),
+                _row("Product Architecture", _arch_name(g), 4),
                 _row("Persistence Mode", g.get("persistenceMode", "Enabled"), 4),
-                "    MIG Mode\n", _row("Current", mig.get("mode", "N/A"), 8),
-                _row("Pending", mig.get("mode", "N/A"), 8),
+                "    MIG Mode\n", _row("Current", _mig_mode(g), 8),
+                _row("Pending", _mig_mode(g), 8),
                 _row("Serial Number", g.get("serial", ""), 4), _row("GPU UUID", g["uuid"], 4),
                 _row("Minor Number", g.get("minorNumber", g["index"]), 4),
                 "    PCI\n", _row("Bus Id", g["busId"], 8),
                 _row("Performance State", g.get("pstate", "P0"), 4),
                 "    GPU Power Readings\n",
-                _row("Average Power Draw", _xml_tok(g, "power.draw", _w(p["drawMw"])), 8),
+                _row("Average Power Draw", _average_draw(g), 8),
+                _row("Instant Power Draw", _xml_tok(g, "power.draw", _w(p["drawMw"])), 8),
                 _row("Current Power Limit", _xml_tok(g, "enforced.power.limit", _w(p["enforcedLimitMw"])), 8),
                 _row("Requested Power Limit", _xml_tok(g, "power.limit", _w(p["limitMw"])), 8),
                 _row("Default Power Limit", _xml_tok(g, "power.default_limit", _w(p["defaultLimitMw"])), 8),
@@ -486,6 +517,66 @@ def _apply_mem_lock(g: dict[str, Any], lo: int, hi: int) -> None:
         c["smMhz"] = min(c["smMhz"], int(ceiling))
 
 
+#: What an unprivileged set command prints for its first GPU, then "Terminating early due to
+#: previous errors." and exit 4: the wordings of real drivers (R470-R580 transcripts; -pm and -r
+#: follow the -pl form: an assumption).
+_UNPRIVILEGED = {
+    "power-limit": "Failed to set power management limit for GPU {bus}: Insufficient Permissions",
+    "lock-gpu-clocks": "The current user does not have permission to change clocks for GPU {bus}.",
+    "lock-memory-clocks": "The current user does not have permission to change clocks for GPU {bus}.",
+    "reset-gpu-clocks": "The current user does not have permission to change clocks for GPU {bus}.",
+    "reset-memory-clocks": "The current user does not have permission to change clocks for GPU {bus}.",
+    "persistence-mode": "Failed to set persistence mode for GPU {bus}: Insufficient Permissions",
+    "gpu-reset": "Failed to reset GPU {bus}: Insufficient Permissions",
+}
+
+#: With persistence mode off a clock lock is lost when the driver unloads: real drivers say so first.
+_PERSISTENCE_WARNING = ("Warning: persistence mode is disabled on device {bus}. See the Known Issues section of the "
+                        "nvidia-smi(1) man page for more information. Run with [--help | -h] switch to get more "
+                        "information on how to enable persistence mode.")
+
+
+def _driver_major(state: dict[str, Any]) -> int:
+    head = str(state.get("driverVersion", "")).split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _power_warning(state: dict[str, Any], g: dict[str, Any]) -> str | None:
+    """Why ``-pl`` is not supported on this GPU (None: it is): unsupported fields, or a limit the
+    host may not set (drivers from 535 on say "in current scope")."""
+    bus = g["busId"]
+    toks = [_token(g, f) for f in ("power.limit", "power.min_limit", "power.max_limit", "power.management")]
+    p = g["power"]
+    if any(t is not None for t in toks) or not p.get("managementSupported", True):
+        return f"Changing power management limit is not supported for GPU: {bus}."
+    if not p.get("settableInScope", True):
+        if _driver_major(state) >= 535:
+            return f"Changing power management limit is not supported in current scope for GPU: {bus}."
+        return f"Changing power management limit is not supported for GPU: {bus}."
+    return None
+
+
+def _enforced(p: dict[str, Any]) -> int:
+    platform = p.get("platformLimitMw")
+    return min(int(p["limitMw"]), int(platform)) if platform is not None else int(p["limitMw"])
+
+
+def _reset(g: dict[str, Any]) -> None:
+    """``nvidia-smi -r``: the GPU comes back as the profile started it (limit, locks, application
+    clocks); every run-time write is gone."""
+    boot = g.get("boot") or {}
+    p = g["power"]
+    c = g["clocks"]
+    p["limitMw"] = int(boot.get("limitMw", p["defaultLimitMw"]))
+    p["enforcedLimitMw"] = _enforced(p)
+    c["lockedGraphics"] = boot.get("lockedGraphics")
+    c["lockedMemory"] = boot.get("lockedMemory")
+    c["graphicsAppMhz"] = int(boot.get("graphicsAppMhz", c.get("graphicsAppMhz", 0)))
+    c["memoryAppMhz"] = int(boot.get("memoryAppMhz", c.get("memoryAppMhz", 0)))
+    if c["lockedMemory"] is None:
+        c["memoryMhz"] = c.get("memoryMaxMhz", c["memoryMhz"])
+
+
 def _set(root: str, opts: dict[str, str | bool], action: str, ids: str | bool | None) -> int:
     eow = bool(opts.get("error-on-warning"))
     value = opts.get(action)
@@ -518,39 +609,34 @@ def _set(root: str, opts: dict[str, str | bool], action: str, ids: str | bool | 
     elif action == "persistence-mode" and str(value) not in ("0", "1"):
         _out(f'Invalid persistence mode value "{value}". Please run \'nvidia-smi -h\' for help.\n')
         return INVALID
-    if _unprivileged():
-        what = {
-            "power-limit": "Changing power management limit",
-            "lock-gpu-clocks": "Setting locked GPU clocks",
-            "lock-memory-clocks": "Setting locked memory clocks",
-            "reset-gpu-clocks": "Resetting locked GPU clocks",
-            "reset-memory-clocks": "Resetting locked memory clocks",
-            "persistence-mode": "Changing persistence mode",
-        }.get(action)
-        if what is not None:
-            _out(f"{what} for GPU {targets[0]['busId']} failed: Insufficient Permissions\n")
-            _out("Terminating early due to previous errors.\n")
-            return NO_PERMISSION
+    if _unprivileged() and action in _UNPRIVILEGED:
+        _out(_UNPRIVILEGED[action].format(bus=targets[0]["busId"]) + "\n")
+        _out("Terminating early due to previous errors.\n")
+        return NO_PERMISSION
     # warnings (fieldSupport tokens, unsupported operations), checked for every GPU before any write
     warnings: dict[str, str] = {}
+    moving_on = True  # "Treating as warning and moving on." follows the warning
     for g in targets:
         bus = g["busId"]
+        warning: str | None = None
         if action == "power-limit":
-            toks = [_token(g, f) for f in ("power.limit", "power.min_limit", "power.max_limit", "power.management")]
-            if any(t is not None for t in toks) or not g["power"].get("managementSupported", True):
-                warnings[bus] = f"Changing power management limit is not supported for GPU: {bus}."
+            warning = _power_warning(state, g)
+            if warning is not None and "current scope" in warning:
+                moving_on = False  # R535+: the scope answer, then "All done." (issue 22, item 1)
         elif action == "lock-gpu-clocks" and not _arch_at_least(g, "volta"):
-            warnings[bus] = f"Setting locked GPU clocks is not supported for GPU {bus}."
+            warning = f"Setting locked GPU clocks is not supported for GPU {bus}."
         elif action == "lock-memory-clocks" and (
             not _arch_at_least(g, "ampere") or not g.get("memoryLockSupported", True)
         ):
-            warnings[bus] = f"Setting locked memory clocks is not supported for GPU {bus}."
+            warning = f"Setting locked memory clocks is not supported for GPU {bus}."
         elif action == "applications-clocks":
-            warnings[bus] = f"Setting applications clocks is not supported for GPU {bus}."
+            warning = f"Setting applications clocks is not supported for GPU {bus}."
         elif action == "reset-applications-clocks":
-            warnings[bus] = f"Resetting applications clocks is not supported for GPU {bus}."
+            warning = f"Resetting applications clocks is not supported for GPU {bus}."
         elif action == "auto-boost-default":
-            warnings[bus] = f"Setting auto boosted clocks default state is not supported for GPU {bus}."
+            warning = f"Setting auto boosted clocks default state is not supported for GPU {bus}."
+        if warning is not None:
+            warnings[bus] = warning
     if warnings and eow:
         for g in targets:
             if g["busId"] in warnings:
@@ -565,10 +651,13 @@ def _set(root: str, opts: dict[str, str | bool], action: str, ids: str | bool | 
             bus = g["busId"]
             if bus in warnings:
                 _out(warnings[bus] + "\n")
-                _out("Treating as warning and moving on.\n")
+                if moving_on:
+                    _out("Treating as warning and moving on.\n")
                 continue
             p = g["power"]
             c = g["clocks"]
+            if action in ("lock-gpu-clocks", "lock-memory-clocks") and g.get("persistenceMode") != "Enabled":
+                _out(_PERSISTENCE_WARNING.format(bus=bus) + "\n")
             if action == "power-limit" and watts is not None:
                 mw = round(watts * 1000)
                 if not p["minLimitMw"] <= mw <= p["maxLimitMw"]:
@@ -579,7 +668,7 @@ def _set(root: str, opts: dict[str, str | bool], action: str, ids: str | bool | 
                     break
                 before = p["limitMw"]
                 p["limitMw"] = mw
-                p["enforcedLimitMw"] = mw
+                p["enforcedLimitMw"] = _enforced(p)
                 _out(f"Power limit for GPU {bus} was set to {mw / 1000:.2f} W from {before / 1000:.2f} W.\n")
             elif action == "lock-gpu-clocks" and rng is not None:
                 lo, hi = rng
@@ -597,12 +686,13 @@ def _set(root: str, opts: dict[str, str | bool], action: str, ids: str | bool | 
                 _apply_mem_lock(g, lo, hi)
                 _out(f'Memory clocks set to "(memClkMin {lo}, memClkMax {hi})" for GPU {bus}\n')
             elif action == "reset-gpu-clocks":
-                c["lockedGraphics"] = None
-                _out(f"GPU clocks reset for GPU {bus}\n")
+                c["lockedGraphics"] = None  # real drivers print only "All done."
             elif action == "reset-memory-clocks":
                 c["lockedMemory"] = None
                 c["memoryMhz"] = c.get("memoryMaxMhz", c["memoryMhz"])
-                _out(f"Memory clocks reset for GPU {bus}\n")
+            elif action == "gpu-reset":
+                _reset(g)
+                _out(f"GPU {bus} was successfully reset.\n")
             elif action == "persistence-mode":
                 on = str(value) == "1"
                 g["persistenceMode"] = "Enabled" if on else "Disabled"
@@ -630,6 +720,7 @@ nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
     -rgc, --reset-gpu-clocks    Resets the Gpu clocks to the default values.
     -lmc, --lock-memory-clocks= Specifies <minMemClock,maxMemClock> clocks as a pair (MHz).
     -rmc, --reset-memory-clocks Resets the memory clocks to the default values.
+    -r,   --gpu-reset           Trigger reset of the GPU (clocks and limits back to default).
     -eow, --error-on-warning    Return a non-zero error for warnings.
 """
 
