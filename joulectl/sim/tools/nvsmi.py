@@ -24,9 +24,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
 
-from joulectl.sim.tools.state import nvml_transaction, read_nvml_state
+from joulectl.sim.tools.state import TYPE_CHECKING, nvml_transaction, read_nvml_state
+
+# Started at every nvidia-smi call: no typing (and its re, collections, functools) at run time.
+if TYPE_CHECKING:
+    from typing import Any
 
 OK, INVALID, NOT_AVAILABLE, NO_PERMISSION, NOT_FOUND = 0, 2, 3, 4, 6
 

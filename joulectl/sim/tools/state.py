@@ -11,9 +11,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+
+# The fake tools import this module at every call: no typing, contextlib or collections at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 NVML_STATE = "state/nvml.json"
 NVML_LOCK = "state/nvml.lock"
@@ -25,17 +27,31 @@ def _path(node_dir: str, rel: str) -> str:
     return os.path.join(node_dir, rel)
 
 
-@contextmanager
-def _locked(node_dir: str) -> Iterator[None]:
-    fd = os.open(_path(node_dir, NVML_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
+class _Locked:
+    """``with _Locked(node_dir):`` holds the exclusive ``flock`` on ``state/nvml.lock``."""
+
+    def __init__(self, node_dir: str) -> None:
+        self.path = _path(node_dir, NVML_LOCK)
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
             os.close(fd)
+            raise
+        self.fd = fd
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self.fd)
+
+
+def _locked(node_dir: str) -> _Locked:
+    return _Locked(node_dir)
 
 
 def _read(node_dir: str) -> dict[str, Any]:
@@ -66,16 +82,34 @@ def write_nvml_state(node_dir: str, state: dict[str, Any]) -> None:
         _write(node_dir, state)
 
 
-@contextmanager
-def nvml_transaction(node_dir: str) -> Iterator[dict[str, Any]]:
-    """Read, let the caller modify, and write back the NVIDIA state under one lock.
+class _Transaction:
+    def __init__(self, node_dir: str) -> None:
+        self.dir = node_dir
+        self.lock = _Locked(node_dir)
+        self.state: dict[str, Any] = {}
 
-    The state is written only when the block exits without an exception.
+    def __enter__(self) -> dict[str, Any]:
+        self.lock.__enter__()
+        try:
+            self.state = _read(self.dir)
+        except BaseException:
+            self.lock.__exit__()
+            raise
+        return self.state
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        try:
+            if exc_type is None:
+                _write(self.dir, self.state)
+        finally:
+            self.lock.__exit__()
+
+
+def nvml_transaction(node_dir: str) -> _Transaction:
+    """``with nvml_transaction(dir) as state:`` reads, lets the caller modify, and writes back the
+    NVIDIA state under one lock. The state is written only when the block exits without an exception.
     """
-    with _locked(node_dir):
-        state = _read(node_dir)
-        yield state
-        _write(node_dir, state)
+    return _Transaction(node_dir)
 
 
 def load_manifest(node_dir: str) -> dict[str, Any]:
