@@ -546,6 +546,11 @@ def _range_text(min_w: float | None, max_w: float | None) -> str:
     return f"{_fmt_w(min_w) if min_w is not None else '?'}–{_fmt_w(max_w)} W"
 
 
+#: No cap is ever resolved under this, whatever the device's minimum says: an amdgpu
+#: ``power1_cap`` of 0 reads as a secondary die, and the GPU is lost to joulectl.
+FLOOR_W = 1.0
+
+
 def resolve_target(
     setting: CapSetting,
     min_w: float | None,
@@ -554,10 +559,11 @@ def resolve_target(
 ) -> tuple[float | None, str | None]:
     """The target in whole watts for one device and, when it cannot be set, why (blocked).
 
-    ``pct``: ``max(pct/100 × max, min)`` rounded half away from zero (never below ``min`` nor
-    above ``max``). ``watts``: rounded to whole watts. ``restore``: ``restore_to``. A target
-    outside ``[min, max]`` is returned with the message naming the range.
+    ``pct``: ``max(pct/100 × max, min, 1 W)`` rounded half away from zero (never below ``min``
+    nor 1 W, nor above ``max``). ``watts``: rounded to whole watts. ``restore``: ``restore_to``.
+    A target outside ``[min, max]``, or under 1 W, is returned with the message naming the range.
     """
+    floor = max(min_w or 0.0, FLOOR_W)
     if setting.restore:
         if restore_to is None:
             return None, "nothing to restore to: no journal entry and the default limit is unknown"
@@ -565,17 +571,17 @@ def resolve_target(
     elif setting.pct is not None:
         if max_w is None:
             return None, "the maximum power limit is unknown; a percentage cannot be resolved"
-        raw = setting.pct / 100.0 * max_w
-        if min_w is not None:
-            raw = max(raw, min_w)
+        raw = max(setting.pct / 100.0 * max_w, floor)
         target = float(round_half_away(raw))
-        if min_w is not None and target < min_w:
-            target = float(math.ceil(min_w))
+        if target < floor:
+            target = float(math.ceil(floor))
         if target > max_w:
             target = float(math.floor(max_w))
     else:
         assert setting.watts is not None
         target = float(round_half_away(setting.watts))
+    if target < FLOOR_W:
+        return target, f"{_fmt_w(target)} W is below 1 W, the least joulectl sets (range {_range_text(min_w, max_w)})"
     if min_w is not None and target < min_w - SAME_W:
         return target, f"{_fmt_w(target)} W is below the minimum {_fmt_w(min_w)} W (range {_range_text(min_w, max_w)})"
     if max_w is not None and target > max_w + SAME_W:
@@ -583,28 +589,50 @@ def resolve_target(
     return target, None
 
 
-def _last_restored(journal: Journal, device: str) -> float | None:
-    """The value the last ``--restore`` put back on ``device`` (kept in the journal history), so
-    that a repeated restore (a schedule run every few minutes) stays where the first one went."""
-    rec = journal.devices.get(device)
-    if rec is None:
+def _watts(value: Any) -> float | None:
+    """A journaled cap as watts, or None when it is not one joulectl could have read from a device
+    that holds a limit (missing, not a number, not finite, under 1 W: an original of 0 is not an
+    original)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    for entry in reversed(rec.history):
-        if entry.get("setting") == SETTING:
-            value = entry.get("value")
-            if entry.get("command") == "restore" and isinstance(value, (int, float)):
-                return float(value)
-            return None
-    return None
+    return float(value) if math.isfinite(value) and value >= FLOOR_W else None
 
 
-def _restore_to(journal: Journal, device: str, fallback: float | None) -> float | None:
-    if journal.has_original(device, SETTING):
-        value = journal.original(device, SETTING)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    last = _last_restored(journal, device)
-    return last if last is not None else fallback
+def _reconcile(journal: Journal, device: str, in_force: float | None) -> None:
+    """Forget joulectl's entry of a cap that is no longer joulectl's: the value in force is neither
+    what joulectl set (or was about to set) nor the original, so the operator set it since. The
+    value in force is then the operator's: a restore leaves it, and the next change journals it as
+    the original."""
+    if in_force is None or not journal.has_original(device, SETTING):
+        return
+    original = _watts(journal.original(device, SETTING))
+    ours = [w for w in (_watts(v) for v in (journal.current(device, SETTING), *journal.pending(device, SETTING)))
+            if w is not None]
+    if any(_same(in_force, w) for w in ours) or (original is not None and _same(in_force, original)):
+        return
+    journal.forget(device, SETTING, in_force, command="operator")
+
+
+def _restore_plan(journal: Journal, device: str, in_force: float | None,
+                  fallback: float | None) -> tuple[float | None, str | None]:
+    """Where ``--restore`` takes a device, and why it leaves it alone (``None``: it does not):
+
+    - joulectl's cap is in force: back to the journaled original;
+    - joulectl restored the device (or noticed the operator's change) and set nothing since: the
+      cap in force is the operator's, left as it is (a restore run every few minutes stays put);
+    - joulectl never changed the device: the default ``fallback`` (SPEC §4).
+    """
+    original = _watts(journal.original(device, SETTING))
+    if original is not None:
+        return original, None
+    since = journal.owner_since(device, SETTING)
+    if since is not None:
+        if in_force is not None:
+            what = "restored" if since.get("command") == "restore" else "set by hand since joulectl's change"
+            return in_force, f"{what}: the cap in force is the operator's, left as it is"
+        last = _watts(since.get("value"))
+        return (last, None) if last is not None else (fallback, None)
+    return fallback, None
 
 
 @record
@@ -646,8 +674,7 @@ def _plan_gpu(dev: GpuDevice, setting: CapSetting, journal: Journal) -> tuple[De
         return _cannot(row, setting, journal, dev.control.reason or "the power limit range is unknown")
     rng = dev.cap_range
     fallback = rng.default_w if dev.vendor == "nvidia" and rng.default_w is not None else rng.max_w
-    target, why = resolve_target(setting, rng.min_w, rng.max_w, _restore_to(journal, dev.bus_id, fallback))
-    return _targeted(row, target, why, dev.current_cap_w)
+    return _plan_target(row, setting, journal, rng.min_w, rng.max_w, fallback)
 
 
 def _plan_zone(zone: PowercapZone, setting: CapSetting, journal: Journal, vendor: str | None,
@@ -662,8 +689,23 @@ def _plan_zone(zone: PowercapZone, setting: CapSetting, journal: Journal, vendor
                        f"{zone.name} has no long_term (PL1) constraint: the zone reports energy only")
     if zone.locked:
         return _cannot(row, setting, journal, "limit locked by firmware")
-    target, why = resolve_target(setting, lt.min_w, lt.max_w, _restore_to(journal, zone.zone_id, lt.max_w))
-    return _targeted(row, target, why, lt.limit_w)
+    return _plan_target(row, setting, journal, lt.min_w, lt.max_w, lt.max_w)
+
+
+def _plan_target(row: DeviceResult, setting: CapSetting, journal: Journal, min_w: float | None,
+                 max_w: float | None, fallback: float | None) -> tuple[DeviceResult, bool]:
+    """The target of a device or zone that can be capped (``row.before_w`` is the cap in force)."""
+    _reconcile(journal, row.device, row.before_w)
+    restore_to: float | None = None
+    if setting.restore:
+        restore_to, leave = _restore_plan(journal, row.device, row.before_w, fallback)
+        if leave is not None:
+            row.target_w = row.after_w = row.before_w
+            row.status = Status.UNCHANGED
+            row.message = leave
+            return row, False
+    target, why = resolve_target(setting, min_w, max_w, restore_to)
+    return _targeted(row, target, why, row.before_w)
 
 
 def _targeted(row: DeviceResult, target: float | None, why: str | None,
@@ -720,7 +762,13 @@ def _record(journal: Journal, rows: list[DeviceResult], restore: bool) -> None:
             r.status is Status.ERROR and r.after_w is not None and not _same(r.after_w, r.before_w)
         )
         if restore and r.status in (Status.APPLIED, Status.APPLIED_UNVERIFIED, Status.UNCHANGED):
-            journal.restored(r.device, SETTING, command="restore")
+            if journal.has_original(r.device, SETTING):
+                journal.restored(r.device, SETTING, command="restore")
+            elif r.status is not Status.UNCHANGED and journal.owner_since(r.device, SETTING) is None:
+                # the default put back on a device joulectl never changed: from now on the cap in
+                # force is the operator's, and a later restore leaves it
+                journal.restored(r.device, SETTING, command="restore", value=r.after_w or r.target_w,
+                                 vendor=r.vendor, model=r.model, kind=r.kind)
             continue
         if changed:
             value = r.after_w if r.after_w is not None else r.target_w

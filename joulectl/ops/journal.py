@@ -8,13 +8,19 @@ at any point leaves either the old or the new journal, never a half-written one.
   it was unset, e.g. no clock lock). ``cap --restore`` and ``governor reset`` go back to it.
 - ``current``: per setting, the value joulectl last set and that is still in force by its hand.
   A lock or level not in ``current`` was not set by joulectl and is never reset.
-- ``history``: the last :data:`HISTORY_LIMIT` settings made, with time and command.
+- ``history``: the last :data:`HISTORY_LIMIT` settings made, with time and command, and at most
+  :data:`HISTORY_MAX_BYTES` of them as JSON (the oldest go first). A setting made again at the
+  value joulectl already has in force adds nothing. The last entry of a setting whose command is
+  ``restore`` or ``operator`` says the value in force is the operator's (:meth:`Journal.owner_since`).
 - ``pending`` (only while a run writes, and after a kill in that run): per setting, the values
   runs were about to write (a list: runs killed one after the other each add theirs). A run saves
   the journal with its originals and targets *ahead* of its first write (:meth:`Journal.intend`),
   so a kill between a write and the final save still leaves the original journaled and the
   target known as joulectl's, in force or not. :meth:`Journal.record` and
   :meth:`Journal.restored` clear it; :meth:`Journal.set_by_joulectl` counts it.
+
+A save that would write what is already on disk writes nothing (:func:`save`): a cron run that
+changes nothing leaves the journal untouched, not rewritten and fsynced.
 
 A journal that cannot be parsed is reported and moved aside to ``state.json.corrupt-<time>``;
 it is never overwritten blindly.
@@ -37,6 +43,10 @@ from joulectl.record import record
 
 JOURNAL_PATH = "/var/lib/joulectl/state.json"
 HISTORY_LIMIT = 50
+#: History kept per device, in bytes of JSON (the entries of a cron node are ~100 B each).
+HISTORY_MAX_BYTES = 16 << 10
+#: History commands after which the value in force is the operator's, not joulectl's.
+OPERATOR_COMMANDS = ("restore", "operator")
 #: Pending values kept per setting (one per run killed around its writes, duplicates merged).
 PENDING_LIMIT = 16
 #: A journal larger than this is not one joulectl wrote (history is bounded): it is set aside.
@@ -74,9 +84,25 @@ class DeviceRecord:
         return out
 
     def note(self, command: str, setting: str, value: Any) -> None:
-        """Add a history entry, keeping the last :data:`HISTORY_LIMIT`."""
+        """Add a history entry, keeping the last :data:`HISTORY_LIMIT` and at most
+        :data:`HISTORY_MAX_BYTES` of JSON."""
         self.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
         del self.history[:-HISTORY_LIMIT]
+        if len(json.dumps(self.history, default=str)) <= HISTORY_MAX_BYTES:  # one C-encoder call
+            return
+        sizes = [len(json.dumps(e, default=str)) + 2 for e in self.history]
+        total, keep = sum(sizes), 0
+        while total > HISTORY_MAX_BYTES and keep < len(sizes) - 1:
+            total -= sizes[keep]
+            keep += 1
+        del self.history[:keep]
+
+    def last_entry(self, setting: str) -> dict[str, Any] | None:
+        """The newest history entry of ``setting``."""
+        for entry in reversed(self.history):
+            if isinstance(entry, dict) and entry.get("setting") == setting:
+                return entry
+        return None
 
     def copy(self) -> DeviceRecord:
         """A copy whose containers change independently (the values, JSON data never changed in
@@ -113,6 +139,9 @@ class Journal:
     devices: dict[str, DeviceRecord] = field(default_factory=dict)
     #: set when a corrupt journal was moved aside while loading (its new path).
     set_aside: str | None = None
+    #: :func:`fingerprint` of the journal on disk as this run knows it (None: unknown), so that
+    #: :func:`save` writes nothing when nothing changed; :data:`ABSENT` when there is no journal.
+    on_disk: str | None = field(default=None, repr=False, compare=False)
 
     def record(
         self,
@@ -126,10 +155,15 @@ class Journal:
         kind: str = "gpu",
         command: str = "cap",
     ) -> None:
-        """Note that joulectl set ``setting`` of ``device`` to ``value`` (``before`` was in force)."""
+        """Note that joulectl set ``setting`` of ``device`` to ``value`` (``before`` was in force).
+
+        Setting again the value joulectl already has in force changes nothing (no history entry),
+        so a cron run that repeats itself leaves the journal as it was."""
         rec = self._keep_original(device, setting, before, vendor, model, kind)
-        rec.current[setting] = value
         rec.pending.pop(setting, None)
+        if setting in rec.current and rec.current[setting] == value:
+            return
+        rec.current[setting] = value
         rec.note(command, setting, value)
 
     def _keep_original(
@@ -192,17 +226,44 @@ class Journal:
         rec = self.devices.get(device)
         return rec is not None and (setting in rec.current or setting in rec.pending)
 
-    def restored(self, device: str, setting: str, *, command: str = "restore") -> None:
-        """Forget ``setting`` after it was returned to its original value."""
+    def restored(self, device: str, setting: str, *, command: str = "restore", value: Any = _UNSET,
+                 vendor: str = "", model: str | None = None, kind: str = "gpu") -> None:
+        """Forget ``setting`` after it was returned to its original value. With ``value`` (the
+        value a restore without a journal entry put back, a default) a device without a record
+        gets one, whose history says the value in force is the operator's from now on."""
         rec = self.devices.get(device)
         if rec is None:
-            return
-        value = rec.original.pop(setting, None)
+            if value is _UNSET:
+                return
+            rec = self.devices[device] = DeviceRecord(vendor=vendor, model=model, kind=kind)
+        original = rec.original.pop(setting, None)
+        value = original if value is _UNSET else value
         rec.current.pop(setting, None)
         rec.pending.pop(setting, None)
         rec.note(command, setting, value)
         if not rec.original and not rec.current and not rec.pending:
             rec.note(command, "*", "restored")
+
+    def forget(self, device: str, setting: str, in_force: Any, *, command: str = "operator") -> None:
+        """Drop joulectl's entry of ``setting`` (original, current, pending): the operator has set
+        ``in_force`` since, which is what a restore now leaves and what the next change keeps as
+        the original. Noted in the history with ``command``."""
+        rec = self.devices.get(device)
+        if rec is None:
+            return
+        rec.original.pop(setting, None)
+        rec.current.pop(setting, None)
+        rec.pending.pop(setting, None)
+        rec.note(command, setting, in_force)
+
+    def owner_since(self, device: str, setting: str) -> dict[str, Any] | None:
+        """The history entry after which the value in force is the operator's (a restore, or
+        an operator's change joulectl noticed), when joulectl has set nothing since; else None."""
+        rec = self.devices.get(device)
+        if rec is None or setting in rec.original or setting in rec.current or setting in rec.pending:
+            return None
+        entry = rec.last_entry(setting)
+        return entry if entry is not None and entry.get("command") in OPERATOR_COMMANDS else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -254,7 +315,19 @@ def save_ahead(host: Host, journal: Journal, intents: Sequence[Intent]) -> None:
     needs no guard: the limits themselves do not survive it, and the final save is durable.
     """
     if intents:
-        save(host, journal_ahead(journal, intents), durable=False)
+        ahead = journal_ahead(journal, intents)
+        ahead.on_disk = journal.on_disk
+        save(host, ahead, durable=False)
+        journal.on_disk = ahead.on_disk
+
+
+#: :attr:`Journal.on_disk` of a node without a journal file.
+ABSENT = "absent"
+
+
+def fingerprint(journal: Journal) -> str:
+    """What a save would write, but for the time stamp: equal fingerprints, equal journals."""
+    return json.dumps({k: v.to_dict() for k, v in journal.devices.items()}, sort_keys=True, default=str)
 
 
 def load(host: Host) -> Journal:
@@ -266,14 +339,16 @@ def load(host: Host) -> Journal:
         text: str | None = host.read(JOURNAL_PATH, limit=MAX_JOURNAL_BYTES)
     except HostIOError as e:
         if e.errno == errno.ENOENT:
-            return Journal()
+            return Journal(on_disk=ABSENT)
         if e.errno != errno.EFBIG:
             raise
         text = None  # far larger than any journal joulectl writes: corrupt
     try:
         if text is None:
             raise ValueError("journal too large")
-        return Journal.from_dict(json.loads(text))
+        journal = Journal.from_dict(json.loads(text))
+        journal.on_disk = fingerprint(journal)
+        return journal
     except (ValueError, TypeError, AttributeError, RecursionError):
         aside = f"{JOURNAL_PATH}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 1000000:06d}"
         import os
@@ -303,7 +378,13 @@ def save(host: Host, journal: Journal, *, durable: bool = True) -> None:
 
     Every save runs under the node lock, so a ``.state.json.*`` temp file beside the journal is
     the leftover of a run killed between creating and renaming it: never read, only clutter.
+    Nothing is written when the journal is what :attr:`Journal.on_disk` says is on disk (or when
+    there is no journal and nothing to put in one).
     """
+    now = fingerprint(journal)
+    if journal.on_disk is not None and (now == journal.on_disk or (journal.on_disk == ABSENT
+                                                                   and not journal.devices)):
+        return
     host.write_atomic(JOURNAL_PATH, dumps(journal.to_dict()), mode=0o600, durable=durable)
     import os
 
@@ -314,3 +395,4 @@ def save(host: Host, journal: Journal, *, durable: bool = True) -> None:
                 os.unlink(host.path(f"{directory}/{entry}"))
             except OSError:
                 pass
+    journal.on_disk = now
