@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import field
+from typing import Any
 
 from joulectl.errors import ConfinementError, InputError
 from joulectl.record import record
@@ -25,6 +26,11 @@ MAX_ATTR_BYTES = 1 << 20
 #: First read of a file: a page, which holds every sysfs attribute. Asking for MAX_ATTR_BYTES at
 #: once would allocate a megabyte per read (~35 µs, most of a discover's sysfs time).
 _FIRST_READ = 4096
+#: Most a tool may print: ``nvidia-smi -q -x`` of eight GPUs is ~0.5 MiB; past these the tool is
+#: killed and its run fails (a tool that prints for ever would take all the memory).
+MAX_TOOL_STDOUT = MAX_ATTR_BYTES * 8
+MAX_TOOL_STDERR = MAX_ATTR_BYTES
+OUTSIDE = "resolves outside the host root"
 
 
 class HostIOError(Exception):
@@ -40,6 +46,63 @@ class HostIOError(Exception):
     def errno_name(self) -> str:
         """Symbolic name such as ``EACCES``."""
         return errno_mod.errorcode.get(self.errno, f"errno {self.errno}")
+
+
+class EscapeError(HostIOError):
+    """A host path that resolves outside the host root (a symlink out of it): never followed."""
+
+    def __init__(self, path: str, target: str) -> None:
+        self.target = target
+        # EXDEV, not EACCES: the backends' errno tables must not call it "no privilege"
+        super().__init__(errno_mod.EXDEV, path, f"{OUTSIDE} (to {target})" if target else OUTSIDE)
+
+
+class NotRegularError(HostIOError):
+    """A host file that is not a regular file (a FIFO, a socket, a device): never opened for
+    reading or writing, since a FIFO would block for ever."""
+
+    def __init__(self, path: str, what: str) -> None:
+        # ENXIO, as the kernel says for a FIFO without a reader; not EINVAL, which means "range"
+        super().__init__(errno_mod.ENXIO, path, f"not a regular file ({what})")
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    import stat
+
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(real: str, flags: int, label: str, mode: int = 0o644) -> int:
+    """``os.open`` that never blocks on a FIFO and refuses every non-regular file: opened with
+    ``O_NONBLOCK`` (a FIFO without a writer would block for ever), then checked with ``fstat``.
+    Raises ``OSError`` as ``os.open`` does, or :class:`NotRegularError`."""
+    import stat
+
+    try:
+        fd = os.open(real, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as e:
+        if e.errno == errno_mod.ENXIO:  # a FIFO (or socket) opened for writing without a reader
+            st_mode = os.stat(real).st_mode
+            if not stat.S_ISREG(st_mode):
+                raise NotRegularError(label, file_kind(st_mode)) from None
+        raise
+    try:
+        st_mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(st_mode):  # what reading it would say
+            raise OSError(errno_mod.EISDIR, os.strerror(errno_mod.EISDIR), real)
+        if not stat.S_ISREG(st_mode):
+            raise NotRegularError(label, file_kind(st_mode))
+        if flags & (os.O_WRONLY | os.O_RDWR) == 0:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class ToolError(Exception):
@@ -58,12 +121,22 @@ class ToolTimeout(ToolError):
     """The tool did not finish within the timeout and was killed."""
 
 
+class ToolOutputTooLarge(ToolError):
+    """The tool printed more than joulectl reads (:data:`MAX_TOOL_STDOUT`) and was killed."""
+
+
+class ToolOutside(ToolNotFound):
+    """``<root>/bin/<tool>`` resolves outside the host root: never run."""
+
+
 @record(frozen=True)
 class Attr:
     """The result of reading one attribute: its stripped text, or the errno that failed it."""
 
     value: str | None
     errno: int | None = None
+    #: Why, when more than an errno says it (a path outside the root, a FIFO).
+    why: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -71,7 +144,10 @@ class Attr:
 
     @property
     def reason(self) -> str | None:
-        """Why the value is unknown: an errno name, or ``empty`` for an empty read."""
+        """Why the value is unknown: what was wrong with the file, an errno name, or ``empty``
+        for an empty read."""
+        if self.why is not None:
+            return self.why
         if self.errno is not None:
             return errno_mod.errorcode.get(self.errno, f"errno {self.errno}")
         if self.value == "":
@@ -101,6 +177,8 @@ class Host:
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT_S
     env: Mapping[str, str] | None = None
     tool_calls: list[tuple[str, ...]] = field(default_factory=list)
+    #: Host paths this run refused because they resolve outside the root (for the exit code).
+    escapes: list[str] = field(default_factory=list)
     _dir_cache: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -112,9 +190,16 @@ class Host:
                 file=root,
                 field="--root",
             )
+        import math
+
+        if not (isinstance(self.tool_timeout, (int, float)) and math.isfinite(self.tool_timeout)
+                and self.tool_timeout > 0):
+            raise InputError(f"must be a finite number of seconds above 0, got {self.tool_timeout!r}",
+                             field="--tool-timeout")
         self.root = root
         self._real_root = os.path.realpath(root)
         self.is_live = self._real_root == "/"
+        self._escaped_to = ""
 
     # -- paths -----------------------------------------------------------------------------
 
@@ -143,6 +228,7 @@ class Host:
 
     def _checked(self, host_path: str) -> str:
         """``path()``, refusing a symlink that resolves outside the root."""
+        self._escaped_to = ""
         real = self.path(host_path)
         if self.is_live:
             return real
@@ -151,14 +237,33 @@ class Host:
         if tail and os.path.islink(resolved):
             resolved = os.path.realpath(resolved)
         if resolved != self._real_root and not resolved.startswith(self._real_root + os.sep):
-            raise ConfinementError(f"symlink escapes the host root to {resolved}", file=host_path)
+            if host_path not in self.escapes:
+                self.escapes.append(host_path)
+            self._escaped_to = resolved
+            raise ConfinementError(f"{OUTSIDE} (a symlink to {resolved})", file=host_path)
         return resolved
 
+    def escapes_root(self, host_path: str) -> bool:
+        """Whether ``host_path`` exists (as a link, at least) but resolves outside the root."""
+        if self.is_live:
+            return False
+        try:
+            self._checked(host_path)
+        except ConfinementError:
+            return os.path.lexists(self.path(host_path))
+        return False
+
     def exists(self, host_path: str) -> bool:
+        """Whether ``host_path`` exists. A path that resolves outside the root exists too (its
+        reads then fail with "resolves outside the host root"), so a device whose attribute
+        escapes gets a row saying so instead of vanishing."""
         try:
             return os.path.exists(self._checked(host_path))
         except ConfinementError:
-            return False
+            try:
+                return os.path.lexists(self.path(host_path))
+            except ConfinementError:
+                return False
 
     def is_dir(self, host_path: str) -> bool:
         try:
@@ -184,13 +289,18 @@ class Host:
     # -- reads and writes -----------------------------------------------------------------
 
     def read(self, host_path: str, *, limit: int = MAX_ATTR_BYTES) -> str:
-        """Read a file as text (invalid UTF-8 replaced); raise :class:`HostIOError` with the errno."""
+        """Read a file as text (invalid UTF-8 replaced); raise :class:`HostIOError` with the errno
+        (:class:`EscapeError` outside the root, :class:`NotRegularError` for a FIFO and the like)."""
         try:
             real = self._checked(host_path)
         except ConfinementError as e:
-            raise HostIOError(errno_mod.EACCES, host_path, str(e)) from e
+            raise EscapeError(host_path, self._escaped_to) from e
         try:
-            with open(real, "rb", buffering=0) as fh:
+            fd = open_regular(real, os.O_RDONLY, host_path)
+        except OSError as e:
+            raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
+        try:
+            with open(fd, "rb", buffering=0, closefd=True) as fh:
                 data = fh.read(min(_FIRST_READ, limit + 1))
                 if len(data) == _FIRST_READ:  # a larger file: read on up to the limit
                     parts, size = [data], len(data)
@@ -211,29 +321,47 @@ class Host:
         """Read one sysfs-style attribute, stripped; never raises."""
         try:
             return Attr(self.read(host_path).strip())
+        except (EscapeError, NotRegularError) as e:
+            return Attr(None, e.errno, e.strerror)
         except HostIOError as e:
             return Attr(None, e.errno)
 
-    def read_int(self, host_path: str, *, base: int = 10) -> int | None:
+    def read_int(self, host_path: str, *, base: int = 10, limit: int | None = None) -> int | None:
         """An integer attribute (its first word, in ``base``: 16 for PCI ids, ``0x`` allowed), or
-        None when missing, empty, unreadable or not an integer."""
+        None when missing, empty, unreadable, not a plain non-negative integer or above ``limit``
+        (default :data:`joulectl.units.MAX_SYSFS_INT`): :func:`joulectl.units.parse_sysfs_int`."""
+        value, _ = self.read_uint(host_path, base=base, limit=limit)
+        return value
+
+    def read_uint(self, host_path: str, *, base: int = 10,
+                  limit: int | None = None) -> tuple[int | None, str | None]:
+        """:meth:`read_int` with the reason when it is None (errno, ``empty``, ``not a number``,
+        ``negative``, ``absurdly large``)."""
+        from joulectl.units import MAX_SYSFS_INT, parse_sysfs_int
+
         attr = self.read_attr(host_path)
         if not attr.value:
-            return None
+            return None, attr.reason or "empty"
         try:
-            return int(attr.value.split()[0], base)
-        except ValueError:
-            return None
+            return parse_sysfs_int(attr.value, base=base, limit=MAX_SYSFS_INT if limit is None else limit), None
+        except ValueError as e:
+            return None, str(e)
+
+    def read_uw(self, host_path: str) -> tuple[int | None, str | None]:
+        """A power attribute in µW (:data:`joulectl.units.MAX_POWER_UW` at most), or (None, reason)."""
+        from joulectl.units import MAX_POWER_UW
+
+        return self.read_uint(host_path, limit=MAX_POWER_UW)
 
     def write(self, host_path: str, value: str) -> None:
         """Write an attribute as sysfs takes it: one store, no create; raise :class:`HostIOError`."""
         try:
             real = self._checked(host_path)
         except ConfinementError as e:
-            raise HostIOError(errno_mod.EACCES, host_path, str(e)) from e
+            raise EscapeError(host_path, self._escaped_to) from e
         data = value.encode()
         try:
-            fd = os.open(real, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+            fd = open_regular(real, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), host_path)
         except OSError as e:
             raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
         try:
@@ -295,11 +423,15 @@ class Host:
     # -- tools -----------------------------------------------------------------------------
 
     def which(self, tool: str) -> str | None:
-        """Where ``tool`` lives: ``<root>/bin`` for an emulated root, ``PATH`` on the live host."""
-        if "/" in tool or not tool:
+        """Where ``tool`` lives: ``<root>/bin`` for an emulated root (its resolved path, only
+        when that is inside the root), ``PATH`` on the live host; None when it is not there."""
+        if "/" in tool or not tool or "\x00" in tool:
             return None
         if not self.is_live:
-            candidate = os.path.join(self._real_root, "bin", tool)
+            try:
+                candidate = self._checked(f"/bin/{tool}")
+            except ConfinementError:
+                return None
             return candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
         import shutil
 
@@ -318,32 +450,92 @@ class Host:
                 raise ValueError(f"invalid tool argument {arg!r}")
         tool = argv[0]
         exe = self.which(tool)
+        if exe is None and not self.is_live and "/" not in tool and self.escapes_root(f"/bin/{tool}"):
+            raise ToolOutside(tool, f"{self.root}/bin/{tool} {OUTSIDE} (to {self._escaped_to or '?'}); "
+                                    "refusing to run it")
         if exe is None:
             where = f"{self.root}/bin" if not self.is_live else "PATH"
             raise ToolNotFound(tool, f"{tool} not found in {where}")
-        import subprocess
-
         limit = self.tool_timeout if timeout is None else timeout
         env = dict(os.environ if self.env is None else self.env)
         self.tool_calls.append(tuple(argv))
         start = time.monotonic()
-        try:
-            proc = subprocess.run(
-                [exe, *argv[1:]],
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
-                timeout=limit,
-                env=env,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as e:
-            raise ToolTimeout(tool, f"{tool} timed out after {limit:g} s") from e
-        except OSError as e:
-            raise ToolError(tool, f"{tool} could not be run: {e.strerror or e}") from e
+        returncode, out, err = _run_bounded(tool, [exe, *argv[1:]], env, limit)
         return ToolResult(
             argv=tuple(argv),
-            returncode=proc.returncode,
-            stdout=proc.stdout[:MAX_ATTR_BYTES * 8].decode("utf-8", errors="replace"),
-            stderr=proc.stderr[:MAX_ATTR_BYTES].decode("utf-8", errors="replace"),
+            returncode=returncode,
+            stdout=out.decode("utf-8", errors="replace"),
+            stderr=err.decode("utf-8", errors="replace"),
             seconds=time.monotonic() - start,
         )
+
+
+def _kill_group(proc: Any) -> None:
+    """SIGKILL the tool and everything it started (it leads its own session), and reap it."""
+    import signal
+    import subprocess
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a process SIGKILL cannot stop
+        pass
+
+
+def _run_bounded(tool: str, argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, bytes, bytes]:
+    """Run ``argv``, reading its stdout and stderr as they come, at most :data:`MAX_TOOL_STDOUT`
+    and :data:`MAX_TOOL_STDERR` bytes: past a limit, or past ``timeout`` seconds, the tool (its
+    whole process group) is killed and :class:`ToolOutputTooLarge` or :class:`ToolTimeout` raised.
+    Memory stays bounded by the limits whatever the tool prints, and the time by the timeout."""
+    import selectors
+    import subprocess
+
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, start_new_session=True)
+    except OSError as e:
+        raise ToolError(tool, f"{tool} could not be run: {e.strerror or e}") from e
+    assert proc.stdout is not None and proc.stderr is not None
+    streams = {proc.stdout.fileno(): ("stdout", MAX_TOOL_STDOUT), proc.stderr.fileno(): ("stderr", MAX_TOOL_STDERR)}
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in streams}
+    sizes = dict.fromkeys(streams, 0)
+    deadline = time.monotonic() + timeout
+    try:
+        with selectors.DefaultSelector() as sel:
+            for fd in streams:
+                sel.register(fd, selectors.EVENT_READ)
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ToolTimeout(tool, f"{tool} timed out after {timeout:g} s")
+                for key, _ in sel.select(min(left, 1.0)):
+                    fd = int(key.fd)
+                    data = os.read(fd, 1 << 16)
+                    if not data:
+                        sel.unregister(fd)
+                        continue
+                    name, cap = streams[fd]
+                    sizes[fd] += len(data)
+                    if sizes[fd] > cap:
+                        raise ToolOutputTooLarge(
+                            tool, f"{tool} printed more than {cap >> 20} MiB on {name}; killed")
+                    chunks[fd].append(data)
+        left = deadline - time.monotonic()
+        try:
+            returncode = proc.wait(timeout=max(left, 0.001))
+        except subprocess.TimeoutExpired:
+            raise ToolTimeout(tool, f"{tool} timed out after {timeout:g} s") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    out_fd, err_fd = streams
+    return returncode, b"".join(chunks[out_fd]), b"".join(chunks[err_fd])

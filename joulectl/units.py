@@ -10,6 +10,41 @@ UW_PER_W = 1_000_000
 MW_PER_W = 1_000
 KHZ_PER_MHZ = 1_000
 
+#: Largest integer a sysfs attribute holds (u64); past it a value is absurd, not a number.
+MAX_SYSFS_INT = (1 << 64) - 1
+#: Largest power (µW) one device's limit can sensibly be: 100 kW. A ``power1_cap_max`` of 2^62 µW
+#: (4.6 TW) is unknown, not a range to cap 60 % of.
+MAX_POWER_UW = 100_000 * UW_PER_W
+#: Longest text read as a number: u64 has 20 digits (a 400-digit attribute is refused at once).
+_MAX_DIGITS = 24
+
+
+def parse_sysfs_int(text: str, *, base: int = 10, limit: int = MAX_SYSFS_INT) -> int:
+    """The integer a sysfs attribute holds: its first word, ASCII digits only (no sign, no ``_``,
+    no other script's digits; ``0x`` allowed in base 16), at most ``limit``.
+
+    The one parser of sysfs numbers (``Host.read_int``/``read_uint``/``read_uw`` and every backend
+    go through it). Raises ``ValueError`` with the reason, for the device's "unknown" row:
+    ``not a number: '...'``, ``negative: ...``, ``absurdly large: ...``.
+    """
+    words = text.split()
+    word = words[0] if words else ""
+    digits = word
+    if base == 16 and digits[:2] in ("0x", "0X"):
+        digits = digits[2:]
+    allowed = "0123456789abcdefABCDEF" if base == 16 else "0123456789"
+    negative = digits.startswith("-") and len(digits) > 1 and all(c in allowed for c in digits[1:])
+    if negative:
+        raise ValueError(f"negative: {word[:40]}")
+    if not digits or not word.isascii() or any(c not in allowed for c in digits):
+        raise ValueError(f"not a number: {word[:40]!r}")
+    if len(digits.lstrip("0")) > _MAX_DIGITS:
+        raise ValueError(f"absurdly large: {len(digits)} digits")
+    value = int(digits, base)
+    if value > limit:
+        raise ValueError(f"absurdly large: {value}")
+    return value
+
 
 def uw_to_w(uw: float) -> float:
     """Microwatts (sysfs hwmon, powercap) to watts."""

@@ -36,7 +36,14 @@ def read_text(path: str, *, what: str = "file") -> str:
         else:
             if os.path.isdir(path):
                 raise InputError(f"is a directory, expected a {what}", file=label)
-            with open(path, "rb") as fh:
+            from joulectl.host import NotRegularError, open_regular
+
+            try:
+                fd = open_regular(path, os.O_RDONLY, label)
+            except NotRegularError as e:  # a FIFO would block the run for ever
+                raise InputError(f"{e.strerror}; expected a {what} (pass a stream on stdin with -)",
+                                 file=label) from None
+            with open(fd, "rb", closefd=True) as fh:
                 data = fh.read(MAX_INPUT_BYTES + 1)
     except FileNotFoundError:
         raise InputError(f"{what} not found", file=label) from None
@@ -73,20 +80,94 @@ def _deeply_nested(text: str) -> bool:
     return False
 
 
+class DuplicateKey(Exception):
+    """A mapping with a key twice (raised by the loaders, turned into an :class:`InputError`)."""
+
+    def __init__(self, key: Any, first: int | None, second: int | None) -> None:
+        self.key, self.first, self.second = key, first, second
+        super().__init__(self.text())
+
+    def text(self) -> str:
+        where = f" on lines {self.first} and {self.second}" if self.first and self.second else ""
+        return f"duplicate key {self.key!r}{where} (a key may appear once per mapping)"
+
+
+_LOADERS: dict[str, Any] = {}
+
+
+def _strict(base: Any) -> Any:
+    """``base`` (a PyYAML loader class) refusing duplicate keys, as the Kubernetes API does, instead
+    of letting the last one win. Merge keys (``<<``) still override, as YAML defines them."""
+    import yaml
+
+    class StrictLoader(base):  # type: ignore[misc, valid-type]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node)
+                    line = key_node.start_mark.line + 1
+                    try:
+                        first = seen.get(key)
+                    except TypeError:  # an unhashable key: the constructor says so
+                        continue
+                    if first is not None:
+                        raise DuplicateKey(key, first, line)
+                    seen[key] = line
+            return super().construct_mapping(node, deep)
+
+    return StrictLoader
+
+
 def _loader(text: str) -> Any:
     import yaml
 
     if _ANCHOR.search(text):
         return _counting_loader()
-    if _deeply_nested(text):
-        return yaml.SafeLoader
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    name = "python" if _deeply_nested(text) or not hasattr(yaml, "CSafeLoader") else "c"
+    if name not in _LOADERS:
+        _LOADERS[name] = _strict(yaml.SafeLoader if name == "python" else yaml.CSafeLoader)
+    return _LOADERS[name]
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` ``object_pairs_hook``: a dict, or :class:`DuplicateKey` (lines found later)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key, None, None)
+            seen.add(key)
+    return out
+
+
+def _json_duplicate(e: DuplicateKey, text: str, label: str) -> InputError:
+    """The error of a JSON duplicate key, with the lines of its first two occurrences (a scan of
+    the text for the quoted key before a colon: exact for every text :mod:`json` accepts but for a
+    string value that holds the same quoted key and a colon, where the lines are a guess)."""
+    pattern = re.compile(re.escape(json.dumps(e.key)) + r"\s*:")
+    lines = [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)][:2]
+    if len(lines) == 2:
+        e = DuplicateKey(e.key, lines[0], lines[1])
+    return InputError(e.text(), file=label)
+
+
+def loads_json(text: str, label: str) -> Any:
+    """``json.loads`` refusing duplicate keys; ``ValueError`` for invalid JSON, ``RecursionError``
+    for nesting past the interpreter's stack, an :class:`InputError` for a duplicate key."""
+    try:
+        return json.loads(text, object_pairs_hook=_json_object)
+    except DuplicateKey as e:
+        raise _json_duplicate(e, text, label) from None
 
 
 def _counting_loader() -> Any:
     import yaml
 
-    class CountingLoader(yaml.SafeLoader):
+    class CountingLoader(_strict(yaml.SafeLoader)):  # type: ignore[misc]
         aliases = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
@@ -128,7 +209,7 @@ def parse_documents(text: str, label: str) -> list[Any]:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            doc = json.loads(text)
+            doc = loads_json(text, label)
         except RecursionError:
             raise InputError(f"nested deeper than {MAX_DEPTH} levels", file=label) from None
         except ValueError:
@@ -140,6 +221,8 @@ def parse_documents(text: str, label: str) -> list[Any]:
 
     try:
         docs = [d for d in yaml.load_all(text, Loader=_loader(text)) if d is not None]
+    except DuplicateKey as e:
+        raise InputError(e.text(), file=label) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -177,11 +260,19 @@ def load_one(path: str, *, what: str = "file") -> Any:
 def load_json_map(path: str, *, what: str) -> dict[str, Any]:
     """A JSON object file (model caps, model presets); invalid JSON is an error, not ``{}``."""
     label = "<stdin>" if path == "-" else path
-    text = read_text(path, what=what)
+    return parse_json_map(read_text(path, what=what), label)
+
+
+def parse_json_map(text: str, label: str) -> dict[str, Any]:
+    """A JSON object from text (a file's, or an environment variable's): invalid JSON, nesting past
+    :data:`MAX_DEPTH` and duplicate keys are errors naming ``label``, never ``{}`` or a crash."""
     try:
-        data = json.loads(text)
+        data = loads_json(text, label)
+    except RecursionError:
+        raise InputError(f"nested deeper than {MAX_DEPTH} levels", file=label) from None
     except ValueError as e:
         raise InputError(f"invalid JSON: {e}", file=label) from None
+    _check_depth(data, label)
     if not isinstance(data, dict):
         raise InputError(f"expected a JSON object, found {type(data).__name__}", file=label)
     return data

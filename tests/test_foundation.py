@@ -61,7 +61,8 @@ def test_host_maps_and_confines(tmp_path: Path) -> None:
     assert host.read_attr("/sys/missing").errno == errno.ENOENT
     with pytest.raises(HostIOError) as ei:
         host.read("/sys/escape")
-    assert ei.value.errno == errno.EACCES
+    assert ei.value.errno == errno.EXDEV  # not EACCES: an escape is no privilege problem
+    assert ei.value.strerror == "resolves outside the host root (to /etc/hostname)"
     with pytest.raises(InputError):
         host.path("/sys/../../etc/passwd")
 

@@ -28,7 +28,7 @@ from joulectl.backends.pci import (
 )
 from joulectl.host import Host
 from joulectl.models import Control, GpuDevice, PowerRange, Status
-from joulectl.units import uw_to_w
+from joulectl.units import MAX_POWER_UW, parse_sysfs_int, uw_to_w
 
 vendor = "amd"
 
@@ -86,9 +86,9 @@ def _uw(host: Host, path: str) -> tuple[float | None, str | None]:
     if attr.value == "":
         return None, "empty"
     try:
-        return uw_to_w(int(attr.value.split()[0])), None
-    except ValueError:
-        return None, f"not a number: {attr.value[:40]!r}"
+        return uw_to_w(parse_sysfs_int(attr.value, limit=MAX_POWER_UW)), None
+    except ValueError as e:
+        return None, str(e)
 
 
 def discover(host: Host) -> list[GpuDevice]:

@@ -17,13 +17,14 @@
 
 from __future__ import annotations
 
+import errno
 import re
 
 from joulectl.backends.base import WriteOutcome
 from joulectl.backends.pci import write_uw_verified
 from joulectl.host import Host
 from joulectl.models import Control, CpufreqPolicy, CpuInventory, PowercapConstraint, PowercapZone, PowerRange, Status
-from joulectl.units import khz_to_mhz, uw_to_w
+from joulectl.units import MAX_POWER_UW, khz_to_mhz, parse_sysfs_int, uw_to_w
 
 POWERCAP = "/sys/class/powercap"
 CPUFREQ = "/sys/devices/system/cpu/cpufreq"
@@ -77,7 +78,7 @@ def _kind(name: str) -> str:
 
 
 def _uw_w(host: Host, path: str) -> float | None:
-    value = host.read_int(path)
+    value, _ = host.read_uw(path)
     return uw_to_w(value) if value is not None else None
 
 
@@ -92,9 +93,9 @@ def _constraints(host: Host, zone_path: str) -> list[PowercapConstraint]:
         reason = limit_attr.reason
         if limit_attr.value:
             try:
-                limit_w = uw_to_w(int(limit_attr.value.split()[0]))
-            except ValueError:
-                reason = "not a number"
+                limit_w = uw_to_w(parse_sysfs_int(limit_attr.value, limit=MAX_POWER_UW))
+            except ValueError as e:
+                reason = str(e)
         out.append(
             PowercapConstraint(
                 index=i,
@@ -118,8 +119,14 @@ def read_zones(host: Host) -> list[PowercapZone]:
     by_id: dict[str, PowercapZone] = {}
     for entry in entries:
         path = f"{POWERCAP}/{entry}"
-        name = host.read_attr(f"{path}/name").value
+        name_attr = host.read_attr(f"{path}/name")
+        name = name_attr.value
         if not name:
+            if name_attr.errno == errno.EXDEV and entry.count(":") == 1:
+                # a zone symlinked out of the host root: a row saying so, never read nor written
+                zones.append(PowercapZone(path=path, zone_id=entry, name=entry, kind="package", socket=None,
+                                          enabled=None, energy_readable=False, energy_uj=None,
+                                          max_energy_range_uj=None, energy_reason=name_attr.reason))
             continue
         kind = _kind(name)
         socket = None
@@ -133,9 +140,9 @@ def read_zones(host: Host) -> list[PowercapZone]:
         energy_reason = None
         if energy.value:
             try:
-                energy_uj = int(energy.value.split()[0])
-            except ValueError:
-                energy_reason = "not a number"
+                energy_uj = parse_sysfs_int(energy.value)
+            except ValueError as e:
+                energy_reason = str(e)
         elif energy.errno is not None and energy.reason in ("EACCES", "EPERM"):
             energy_reason = f"{energy.reason}: readable only by root"
         else:

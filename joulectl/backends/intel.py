@@ -17,7 +17,7 @@ from joulectl.backends.base import WriteOutcome
 from joulectl.backends.pci import VENDOR_INTEL, find_hwmon, gpu_functions, write_uw_verified
 from joulectl.host import Host
 from joulectl.models import Control, GpuDevice, PowerRange, Status
-from joulectl.units import uw_to_w
+from joulectl.units import MAX_POWER_UW, parse_sysfs_int, uw_to_w
 
 vendor = "intel"
 
@@ -55,9 +55,9 @@ def _uw(host: Host, path: str) -> tuple[int | None, str | None]:
     if not attr.value:
         return None, attr.reason or "missing"
     try:
-        return int(attr.value.split()[0]), None
-    except ValueError:
-        return None, f"not a number: {attr.value[:40]!r}"
+        return parse_sysfs_int(attr.value, limit=MAX_POWER_UW), None
+    except ValueError as e:
+        return None, str(e)
 
 
 def pl1_channel(host: Host, hwmon: str, driver: str) -> int | None:

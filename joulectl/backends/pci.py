@@ -15,7 +15,7 @@ from joulectl.errors import ConfinementError
 from joulectl.host import Host, HostIOError
 from joulectl.models import Status
 from joulectl.record import record
-from joulectl.units import uw_to_w, w_to_uw
+from joulectl.units import MAX_POWER_UW, parse_sysfs_int, uw_to_w, w_to_uw
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 
@@ -171,7 +171,7 @@ def write_uw_verified(
             f"written, but {posixpath.basename(path)} reads back {attr.reason or 'nothing'}",
         )
     try:
-        back_uw = int(attr.value.split()[0])
+        back_uw = parse_sysfs_int(attr.value, limit=MAX_POWER_UW)
     except ValueError:
         return WriteOutcome(
             device, Status.APPLIED_UNVERIFIED, f"written, but {posixpath.basename(path)} reads back {attr.value!r}"

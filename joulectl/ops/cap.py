@@ -388,6 +388,8 @@ class CapReport:
     schedule: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     journal_error: str | None = None
+    #: host paths the run refused because they resolve outside the host root (exit 2).
+    escapes: list[str] = field(default_factory=list)
 
     @property
     def all_rows(self) -> list[DeviceResult]:
@@ -400,8 +402,16 @@ class CapReport:
         return counts
 
     def error(self) -> JoulectlError | None:
-        """The error the run ends with (exit 4 or 5), or None for exit 0 (SPEC §2)."""
+        """The error the run ends with (exit 2, 4 or 5), or None for exit 0 (SPEC §2)."""
         rows = self.all_rows
+        if self.escapes:
+            from joulectl.errors import ConfinementError
+
+            more = f" (and {len(self.escapes) - 1} more)" if len(self.escapes) > 1 else ""
+            done = sum(1 for r in rows if r.status in OK_STATUSES)
+            return ConfinementError(
+                f"resolves outside the host root{more}: never read nor written; {done} of {len(rows)} "
+                "targets done (see MESSAGE)", file=self.escapes[0])
         attempted = [r for r in rows if r.status in _ATTEMPTED]
         if attempted and all(r.status is Status.REFUSED for r in attempted):
             return RefusedError(
@@ -685,6 +695,10 @@ def _plan_zone(zone: PowercapZone, setting: CapSetting, journal: Journal, vendor
         before_w=lt.limit_w if lt is not None else None,
     )
     if lt is None:
+        from joulectl.host import OUTSIDE
+
+        if OUTSIDE in (zone.energy_reason or ""):  # the zone is a symlink out of the root
+            return _cannot(row, setting, journal, f"{zone.path}: {zone.energy_reason}")
         return _cannot(row, setting, journal,
                        f"{zone.name} has no long_term (PL1) constraint: the zone reports energy only")
     if zone.locked:
@@ -894,6 +908,7 @@ def _run(host: Host, req: CapRequest, deps: Deps) -> CapReport:
                     journal_mod.save(host, journal)
             except OSError as e:  # the writes happened; say loudly that they are not journaled
                 report.journal_error = f"{journal_mod.JOURNAL_PATH}: {e.strerror or e}"
+        report.escapes = list(getattr(host, "escapes", ()))
     return report
 
 

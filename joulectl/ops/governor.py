@@ -105,11 +105,9 @@ def load_model_presets(path: str | None) -> dict[str, dict[str, int]] | None:
     text = os.environ.get(MODEL_PRESETS_ENV, "").strip()
     if not text:
         return None
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise InputError(f"invalid JSON: {e}", file=f"${MODEL_PRESETS_ENV}") from None
-    return parse_model_presets(data, f"${MODEL_PRESETS_ENV}")
+    from joulectl.yamlio import parse_json_map
+
+    return parse_model_presets(parse_json_map(text, f"${MODEL_PRESETS_ENV}"), f"${MODEL_PRESETS_ENV}")
 
 
 # -- targets -----------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from dataclasses import field
 from typing import Any
 
-from joulectl.host import Host, HostIOError
+from joulectl.errors import ConfinementError, InputError
+from joulectl.host import EscapeError, Host, HostIOError, NotRegularError
 from joulectl.record import record
 
 JOURNAL_PATH = "/var/lib/joulectl/state.json"
@@ -337,9 +338,16 @@ def load(host: Host) -> Journal:
 
     try:
         text: str | None = host.read(JOURNAL_PATH, limit=MAX_JOURNAL_BYTES)
+    except EscapeError as e:
+        raise ConfinementError(e.strerror, file=JOURNAL_PATH) from None
+    except NotRegularError as e:
+        raise InputError(f"the journal is {e.strerror}; move it away", file=JOURNAL_PATH) from None
     except HostIOError as e:
         if e.errno == errno.ENOENT:
             return Journal(on_disk=ABSENT)
+        if e.errno == errno.EISDIR:
+            raise InputError("the journal is not a regular file (a directory); move it away",
+                             file=JOURNAL_PATH) from None
         if e.errno != errno.EFBIG:
             raise
         text = None  # far larger than any journal joulectl writes: corrupt

@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from joulectl.errors import ConfinementError, LockBusyError, RefusedError
-from joulectl.host import Host
+from joulectl.errors import ConfinementError, InputError, LockBusyError, RefusedError
+from joulectl.host import Host, NotRegularError, open_regular
 
 LOCK_PATH = "/run/joulectl/lock"
 POLL_S = 0.05
@@ -26,10 +26,15 @@ def node_lock(host: Host, wait_s: float = 10.0) -> Iterator[None]:
     """Hold the node lock for the duration of the block; :class:`LockBusyError` past ``wait_s``."""
     try:
         host.makedirs(os.path.dirname(LOCK_PATH))
-        fd = os.open(host.path(LOCK_PATH), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fd = open_regular(host.path(LOCK_PATH), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), LOCK_PATH)
+    except NotRegularError as e:
+        raise InputError(f"the node lock is {e.strerror}; remove it", file=LOCK_PATH) from None
     except OSError as e:
         if e.errno == errno.ELOOP:  # O_NOFOLLOW: the lock file is a symlink
             raise ConfinementError("the node lock is a symlink; refusing to follow it", file=LOCK_PATH) from None
+        if e.errno == errno.EISDIR:
+            raise InputError("the node lock is not a regular file (a directory); remove it",
+                             file=LOCK_PATH) from None
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise RefusedError(
                 f"cannot open the node lock {LOCK_PATH}: {os.strerror(e.errno)}",

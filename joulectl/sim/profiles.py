@@ -203,10 +203,18 @@ class Profile:
         return int(c["sockets"]) * int(c["coresPerSocket"]) * int(c.get("threadsPerCore", 1))
 
     def profile_hash(self) -> str:
-        """A stable hash of the resolved values (boards included): what a tree was rendered from."""
+        """A stable hash of the resolved values (boards included): what a tree was rendered from.
+
+        Values, never paths: the board file's path (``gpus.nvmlConfig``, absolute once resolved)
+        differs between two installs of joulectl and across an upgrade that moves the package, while
+        the board's values are hashed through ``boards``; so a tree rendered by one install is
+        resumed by another."""
         if self._hash is not None:
             return self._hash
-        doc = {"data": self.data, "boards": self.boards, "system": self.board_system}
+        data = self.data
+        if isinstance(data.get("gpus"), dict) and "nvmlConfig" in data["gpus"]:
+            data = {**data, "gpus": {k: v for k, v in data["gpus"].items() if k != "nvmlConfig"}}
+        doc = {"data": data, "boards": self.boards, "system": self.board_system}
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
         self._hash = hashlib.sha256(text.encode()).hexdigest()[:16]
         return self._hash
