@@ -56,6 +56,30 @@ def _hardware_node(obj: Mapping[str, Any], label: str, where: str) -> str:
     return node if isinstance(node, str) and node else _name(obj, label, where)
 
 
+#: More CPUs than any node has: a capacity above it is bad input (1.0e+308 made the budget infinite).
+MAX_NODE_CPUS = 1_000_000
+
+
+def _check_cpu_quantity(obj: Mapping[str, Any], label: str, where: str) -> None:
+    """Refuse an absurd ``status.capacity.cpu`` / ``allocatable.cpu`` (exit 2 naming the field);
+    an unparsable one stays unknown, as before."""
+    from joulectl.k8s import parse_quantity
+
+    status = obj.get("status")
+    for key in ("capacity", "allocatable"):
+        resources = status.get(key) if isinstance(status, Mapping) else None
+        value = resources.get("cpu") if isinstance(resources, Mapping) else None
+        if value is None:
+            continue
+        try:
+            cpus = parse_quantity(value)
+        except ValueError:
+            continue
+        if cpus > MAX_NODE_CPUS:
+            raise InputError(f"{value!r} is not a CPU count (more than {MAX_NODE_CPUS:,} CPUs)", file=label,
+                             field=f"{where}.status.{key}.cpu")
+
+
 def read_nodes(
     docs: Iterable[Any], label: str
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
@@ -72,6 +96,7 @@ def read_nodes(
                 if name in seen:
                     raise InputError(f"node {name!r} is listed twice", file=label, field=f"{where}.metadata.name")
                 seen.add(name)
+                _check_cpu_quantity(obj, label, where)
                 nodes.append(dict(obj))
             elif kind == "NodeHardware":
                 hardware[_hardware_node(obj, label, where)] = dict(obj)

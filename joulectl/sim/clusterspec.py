@@ -21,6 +21,7 @@ the file and the YAML path.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,6 +156,8 @@ def _check_label(key: str, value: str, label: str, path: str) -> None:
 def _number(value: Any, label: str, path: str, *, minimum: float | None = None, maximum: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(label, path, f"must be a number, found {value!r}")
+    if not math.isfinite(value):  # .nan passes every comparison, .inf every minimum
+        raise _fail(label, path, f"must be a finite number, found {value!r}")
     if minimum is not None and value < minimum:
         raise _fail(label, path, f"must be at least {minimum:g}, found {value:g}")
     if maximum is not None and value > maximum:

@@ -26,6 +26,31 @@ def test_a_tool_timeout_that_is_not_a_finite_number_is_exit_2(cluster: Path, val
     assert_input_error(r.returncode, r.stderr, "--tool-timeout", "must be a finite number of seconds")
 
 
+def test_an_absurd_node_cpu_capacity_is_exit_2(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    text = (REPO / "examples/pods/cluster/nodes.yaml").read_text()
+    assert "cpu: '192'" in text
+    nodes.write_text(text.replace("cpu: '192'", "cpu: 1.0e+308", 1))
+    r = run_joulectl("plan", "--nodes", str(nodes))
+    assert_input_error(r.returncode, r.stderr, str(nodes), "status.capacity.cpu", "is not a CPU count")
+
+
+@pytest.mark.parametrize(("where", "value"), [
+    ("defaults: {baseLoad: {cpuUtil: X}}", ".nan"),
+    ("facility: {ambientC: X}", ".nan"),
+    ("facility: {amplitudeC: X}", ".inf"),
+])
+def test_a_non_finite_number_in_a_cluster_spec_is_exit_2(tmp_path: Path, where: str, value: str) -> None:
+    f = tmp_path / "spec.yaml"
+    f.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: x}\nspec:\n"
+                 f"  {where.replace('X', value)}\n  pools:\n  - {{name: a, profile: vm-no-powercap, count: 1}}\n")
+    field = where.split("{")[-1].split(":")[0]
+    for args in (("simulate", "validate", str(f)), ("simulate", "run", str(f), "--root", str(tmp_path / "r"),
+                                                    "--ticks", "1", "--fast")):
+        r = run_joulectl(*args)
+        assert_input_error(r.returncode, r.stderr, str(f), field, "must be a finite number")
+
+
 def _deep_json(tmp_path: Path) -> Path:
     p = tmp_path / "deep.json"
     p.write_text("[" * 100_000 + "]" * 100_000)
