@@ -415,8 +415,9 @@ def test_unreadable_journal(tmp_path: Path, cli: Cli) -> None:
     assert r.exit_code == 0
     assert r.stderr.startswith("joulectl: warning: cannot read the journal /var/lib/joulectl/state.json: ")
     r = cli("--root", root, "governor", "set", "low")
-    assert r.exit_code == 1
-    assert r.stderr == "joulectl: error: cannot read the journal /var/lib/joulectl/state.json: Is a directory\n"
+    assert r.exit_code == 2  # bad input on the node, not an internal error (issue 12, item 9)
+    assert r.stderr == ("joulectl: error: /var/lib/joulectl/state.json: the journal is not a regular file "
+                        "(a directory); move it away\n")
 
 
 @pytest.mark.parametrize(("err", "code", "text"), [(errno.EROFS, ExitCode.REFUSED, "Read-only file system"),

@@ -707,8 +707,9 @@ def test_unreadable_journal_stops_before_any_write(host: Host) -> None:
     node = Node([gpu(0)])
     with pytest.raises(JoulectlError) as exc:
         run(host, node, pct=60)
-    assert str(exc.value) == "cannot read the journal /var/lib/joulectl/state.json: Is a directory"
-    assert exc.value.exit_code == ExitCode.INTERNAL
+    assert str(exc.value) == ("/var/lib/joulectl/state.json: the journal is not a regular file (a directory); "
+                              "move it away")
+    assert exc.value.exit_code == ExitCode.USAGE  # bad input on the node (issue 12, item 9)
     assert node.writer.calls == []
 
 
