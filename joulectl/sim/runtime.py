@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol
 
 from joulectl.errors import InputError, JoulectlError
 from joulectl.render import warn
@@ -40,6 +40,19 @@ MAX_WORKERS = 12
 #: add_watch errnos that mean a limit, not a broken tree: no further node of the shard is tried.
 _LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE, errno.ENOMEM)
 ProgressFn = Callable[[int, int | None, list[Sample]], None]
+#: Per-node loads for the next tick (node name -> load), from a workload driving the run.
+Loads = dict[str, BaseLoad]
+
+
+class Workload(Protocol):
+    """What drives the nodes' load during a run (``simulate run --trace``, :mod:`joulectl.sim.workload`).
+
+    ``loads(now)`` is asked before each tick for the nodes whose load changed; ``advance(now, dt,
+    samples)`` is told what the tick produced (caps in force, energy), to move its jobs on."""
+
+    def loads(self, now: float) -> Loads: ...
+
+    def advance(self, now: float, dt_s: float, samples: list[Sample]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -199,11 +212,13 @@ class Shard:
                       if first.errno in _LIMIT_ERRNOS else f"inotify_add_watch: {first.strerror}")
             warn(f"simulate run: {reason}: {len(failed)} node(s) from {node} on are polled instead")
 
-    def tick(self, now: float, dt_s: float) -> tuple[list[Sample], list[Event]]:
+    def tick(self, now: float, dt_s: float, loads: Loads | None = None) -> tuple[list[Sample], list[Event]]:
         samples: list[Sample] = []
         events: list[Event] = []
         watcher = self.watcher
         for rt in self.nodes:
+            if loads:
+                rt.load = loads.get(rt.model.node, rt.load)
             if watcher is not None:
                 watcher.drain()
             rt.readback(now)
@@ -243,7 +258,7 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str)
                 shard.close()
                 conn.send(("ok", None))
                 break
-            conn.send(("ok", shard.tick(msg[1], msg[2])))
+            conn.send(("ok", shard.tick(msg[1], msg[2], msg[3] if len(msg) > 3 else None)))
     except (EOFError, KeyboardInterrupt):
         pass
     except Exception as exc:  # reported to the main process, which raises it there
@@ -286,11 +301,11 @@ class _Pool:
             raise JoulectlError(f"a simulator worker failed: {payload}")
         return payload
 
-    def tick(self, now: float, dt_s: float) -> tuple[list[Sample], list[Event]]:
+    def tick(self, now: float, dt_s: float, loads: Loads | None = None) -> tuple[list[Sample], list[Event]]:
         if self.local is not None:
-            return self.local.tick(now, dt_s)
+            return self.local.tick(now, dt_s, loads)
         for _proc, conn in self.procs:
-            conn.send(("tick", now, dt_s))
+            conn.send(("tick", now, dt_s, loads))
         samples: list[Sample] = []
         events: list[Event] = []
         for _proc, conn in self.procs:
@@ -382,8 +397,12 @@ def run(
     on_start: StartFn | None = None,
     on_tick: TickFn | None = None,
     stop_event: threading.Event | None = None,
+    workload: Callable[[Any], Workload] | None = None,
 ) -> RunSummary:
     """Render or resume every node of the spec, then run the tick loop.
+
+    ``workload(spec)``, when given, makes the :class:`Workload` that drives the nodes' load
+    (the spec's baseLoad then does not apply).
 
     ``progress(done, total, samples)`` is called after every tick; ``render_progress(node,
     "rendered"|"resumed")`` after every tree the start renders or resumes; ``on_start(spec,
@@ -417,7 +436,8 @@ def run(
             on_start(spec, [e.model for e in entries])
         return run_entries(entries, root, spec.facility, ticks=ticks, duration_s=duration_s, tick_s=tick_s,
                            fast=fast, workers=workers, progress=progress, rendered=rendered, resumed=resumed,
-                           on_tick=on_tick, stop_event=stop_event)
+                           on_tick=on_tick, stop_event=stop_event,
+                           workload=workload(spec) if workload is not None else None)
     finally:
         gc.enable()  # (run_entries turns it back on once the nodes are built, before the first tick)
 
@@ -446,8 +466,11 @@ def run_entries(
     clock: Callable[[], float] = time.time,
     on_tick: TickFn | None = None,
     stop_event: threading.Event | None = None,
+    workload: Workload | None = None,
 ) -> RunSummary:
-    """The tick loop over prepared nodes (what :func:`run` does after the trees exist)."""
+    """The tick loop over prepared nodes (what :func:`run` does after the trees exist).
+
+    With a ``workload``, each tick's node loads come from it and it is told what the tick did."""
     mode = readback_mode()
     n_workers = max(1, min(workers or default_workers(), len(entries) or 1))
     shards = [entries[i::n_workers] for i in range(n_workers)]
@@ -496,7 +519,9 @@ def run_entries(
                 now = clock()
             dt = max(0.0, now - prev)
             t0 = time.monotonic()
-            samples, events = pool.tick(now, dt)
+            samples, events = pool.tick(now, dt, workload.loads(now) if workload is not None else None)
+            if workload is not None:
+                workload.advance(now, dt, samples)
             prev = now
             it_w = sum(s.power_w for s in samples)
             fac = facility_figures(spec_facility, now, it_w, peak)
