@@ -17,6 +17,7 @@ _joulectl() {
             "joulectl governor reset") path="joulectl governor reset" ;;
             "joulectl governor set") path="joulectl governor set" ;;
             "joulectl governor show") path="joulectl governor show" ;;
+            "joulectl simulate compare") path="joulectl simulate compare" ;;
             "joulectl simulate profiles") path="joulectl simulate profiles" ;;
             "joulectl simulate render") path="joulectl simulate render" ;;
             "joulectl simulate render-nodes") path="joulectl simulate render-nodes" ;;
@@ -175,7 +176,22 @@ _joulectl() {
             fi
             ;;
         "joulectl simulate")
-            COMPREPLY=($(compgen -W "profiles render render-nodes run status validate" -- "$cur"))
+            COMPREPLY=($(compgen -W "compare profiles render render-nodes run status validate" -- "$cur"))
+            ;;
+        "joulectl simulate compare")
+            case "$prev" in
+                --nodes) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+                --trace) COMPREPLY=(); return ;;
+                --plan) COMPREPLY=(); return ;;
+                --report) COMPREPLY=(); return ;;
+                --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+            esac
+            if [[ "$cur" == -* ]]; then
+                COMPREPLY=($(compgen -W "--nodes --trace --plan --report --profiles-dir -o --output" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -f -- "$cur"))
+            fi
             ;;
         "joulectl simulate profiles")
             case "$prev" in
@@ -219,13 +235,11 @@ _joulectl() {
                 --tick) COMPREPLY=(); return ;;
                 --workers) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                --listen) COMPREPLY=(); return ;;
-                --otlp-endpoint) COMPREPLY=(); return ;;
-                --otlp-protocol) COMPREPLY=(); return ;;
                 -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                --trace) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--root --ticks --duration --tick --fast --workers --profiles-dir --listen --otlp-endpoint --otlp-protocol -o --output" -- "$cur"))
+                COMPREPLY=($(compgen -W "--root --ticks --duration --tick --fast --workers --profiles-dir -o --output --trace" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi
@@ -233,12 +247,10 @@ _joulectl() {
         "joulectl simulate status")
             case "$prev" in
                 --root) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                --watch) COMPREPLY=(); return ;;
-                --count) COMPREPLY=(); return ;;
                 -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--root --watch --count -o --output" -- "$cur"))
+                COMPREPLY=($(compgen -W "--root -o --output" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi

@@ -126,3 +126,6 @@ def register(app: typer.Typer) -> None:
     from joulectl.cli.simulate_run import register_run
 
     register_run(sim_app)
+    from joulectl.cli.simulate_compare import register_compare
+
+    register_compare(sim_app)

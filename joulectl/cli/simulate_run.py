@@ -21,6 +21,7 @@ _LISTEN = ("Serve /metrics, /telemetry/<node>, /control/<node>, /exporters/<form
 _OTLP = "Push metrics every tick and events as log records over OTLP/HTTP to this base URL."
 _OTLP_PROTO = "OTLP encoding: http/protobuf or http/json."
 _WATCH = "Redraw the table every SECONDS (from the run's /telemetry when it serves one, else from the trees)."
+_TRACE = "Drive the nodes with this workload trace (.jsonl, .csv or Kubernetes manifests), as simulate compare does."
 
 
 def register_run(sim_app: typer.Typer) -> None:
@@ -46,6 +47,7 @@ def register_run(sim_app: typer.Typer) -> None:
             str, typer.Option("--otlp-protocol", metavar="PROTOCOL", help=_OTLP_PROTO)
         ] = "http/protobuf",
         output: Output = "table",
+        trace: Annotated[str | None, typer.Option("--trace", metavar="TRACE", help=_TRACE)] = None,
     ) -> None:
         """Render or resume the spec's nodes and advance them tick by tick (Ctrl-C stops after a tick)."""
         from joulectl.errors import ExitCode, InputError
@@ -55,16 +57,25 @@ def register_run(sim_app: typer.Typer) -> None:
         fmt = check_format(output, ("table", "json", "yaml"))
         if ticks is not None and duration is not None:
             raise InputError("give --ticks or --duration, not both", field="--duration")
+        made: list[Any] = []
+        make = None
+        if trace is not None:
+            from joulectl.sim.workload.drive import trace_workload
+
+            make = trace_workload(trace, root, made)  # the trace is read whole before anything runs
         face = _network_face(root, listen, otlp_endpoint, otlp_protocol)
         try:
             with _Progress() as bar:
                 summary = run(spec, root, ticks=ticks, duration_s=duration, tick_s=tick, fast=fast, workers=workers,
                               profiles_dir=profiles_dir, progress=bar.update, render_progress=bar.tree,
-                              on_start=face.on_start if face else None, on_tick=face.on_tick if face else None)
+                              on_start=face.on_start if face else None, on_tick=face.on_tick if face else None,
+                              workload=make)
         finally:
             if face is not None:
                 face.close()
         data = summary.as_dict()
+        if made:
+            data["workload"] = made[0].summary()
         emit(data, fmt, lambda: _run_table(data))
         if summary.interrupted:
             raise typer.Exit(int(ExitCode.INTERRUPTED))
@@ -208,6 +219,11 @@ def _run_table(data: dict[str, Any]) -> str:
             ("median tick", f"{data['medianTickSeconds'] * 1000:.1f} ms"), ("overruns", data["overruns"]),
             ("events", data["events"]), ("power", f"{data['powerWatts']:.0f} W"),
             ("interrupted", "yes" if data["interrupted"] else "no")]
+    wl = data.get("workload")
+    if wl:
+        rows += [("tasks completed", f"{wl['completed']} of {wl['tasks']}"), ("tasks running", wl["running"]),
+                 ("tasks waiting", wl["waiting"] + wl["notArrived"]), ("tasks unplaceable", wl["unplaceable"])]
+        rows += [(f"energy {k}", f"{v:.3f} kWh") for k, v in wl["energyByClassKWh"].items()]
     return table(("RUN", "VALUE"), rows)
 
 

@@ -47,10 +47,11 @@ Loads = dict[str, BaseLoad]
 class Workload(Protocol):
     """What drives the nodes' load during a run (``simulate run --trace``, :mod:`joulectl.sim.workload`).
 
-    ``loads(now)`` is asked before each tick for the nodes whose load changed; ``advance(now, dt,
-    samples)`` is told what the tick produced (caps in force, energy), to move its jobs on."""
+    ``loads(now, dt)`` is asked before the tick that ends at ``now`` for the nodes whose load changed
+    (a load stays until changed); ``advance(now, dt, samples)`` is told what the tick produced (caps
+    in force, energy), to move its jobs on."""
 
-    def loads(self, now: float) -> Loads: ...
+    def loads(self, now: float, dt_s: float) -> Loads: ...
 
     def advance(self, now: float, dt_s: float, samples: list[Sample]) -> None: ...
 
@@ -519,7 +520,7 @@ def run_entries(
                 now = clock()
             dt = max(0.0, now - prev)
             t0 = time.monotonic()
-            samples, events = pool.tick(now, dt, workload.loads(now) if workload is not None else None)
+            samples, events = pool.tick(now, dt, workload.loads(now, dt) if workload is not None else None)
             if workload is not None:
                 workload.advance(now, dt, samples)
             prev = now

@@ -30,7 +30,7 @@ class Steps:
         self.seen: list[dict[str, float]] = []
         self.dts: list[float] = []
 
-    def loads(self, now: float) -> dict[str, BaseLoad]:
+    def loads(self, now: float, dt_s: float) -> dict[str, BaseLoad]:
         idle = BaseLoad(cpu_util=0.0, gpu_util=0.0, memory_intensity=0.0)
         if len(self.seen) < 2:
             return {"intel-0": idle, "intel-1": idle}

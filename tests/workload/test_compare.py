@@ -1,0 +1,185 @@
+"""`joulectl simulate compare` through the real CLI: hand-computed cases, conservation, eco, determinism,
+the real cap path with a blocked device, and every bad-input error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from whatifkit import gpu_job, spec_text, twin
+
+L40S = "{name: l40s, profile: nvidia-l40s-4gpu, count: 1}"
+
+
+def _compare(cli: Callable[..., Any], *args: str) -> dict[str, Any]:
+    r = cli("simulate", "compare", *args, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _plan(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in doc["plans"] if p["name"] == name)
+
+
+def test_one_node_one_job_cap_halves_speed(cli: Callable[..., Any], write: Callable[..., str]) -> None:
+    """One L40S node, one job on one GPU at 25 % utilisation (compute-bound, memory intensity 0,
+    sensitivity 1, no CPU request), 3600 s of work; the eco plan caps the GPUs at 50 % (175 W).
+
+    By hand (joulie-reference §5): weights .6·.8+.4 = .88 compute, .12 memory; board power
+    34 + 316·(.88·.25^1.02 + .12·(.35·√.25 + .3·.25)) = 111.098972 W, under the 175 W cap, so the
+    throughput is 1 and the speed 1·(1 - (1 - 175/350)·1) = 0.5: the job runs 7200 s.
+    Node power: 2 packages at idle 65 W, DRAM 2·3 W, 3 idle GPUs at 34 W (the managed idle floor,
+    0.1·idle, is under an idle board's natural power: it does not bind) = 238 W, plus the job's
+    111.098972 W: 349.098972 W, over 3600 s uncapped = 0.349099 kWh, over 7200 s capped = 0.698198 kWh.
+    """
+    spec = write("spec.yaml", spec_text(L40S))
+    trace = write("trace.jsonl", [gpu_job("j1")])
+    eco = write("eco.yaml", [twin("l40s-0", gpu_pct=50)])
+    doc = _compare(cli, spec, "--trace", trace, "--plan", "uncapped", "--plan", eco)
+    assert doc["kind"] == "WhatIfComparison"
+    base, half = _plan(doc, "uncapped"), _plan(doc, "eco")
+    assert base["makespanS"] == 3600.0
+    assert base["slowdown"]["standard"]["mean"] == 1.0
+    assert base["energyKWh"] == pytest.approx(0.349099, abs=2e-6)
+    assert base["energyByClassKWh"]["standard"] == pytest.approx(0.111099, abs=2e-6)
+    assert base["energyByClassKWh"]["idle"] == pytest.approx(0.238, abs=2e-6)
+    assert half["makespanS"] == 7200.0
+    assert half["slowdown"]["standard"] == {"count": 1, "mean": 2.0, "p50": 2.0, "p95": 2.0}
+    assert half["energyKWh"] == pytest.approx(0.698198, abs=2e-6)
+    assert half["energyByClassKWh"]["standard"] == pytest.approx(0.222198, abs=2e-6)
+    assert half["energyByClassKWh"]["idle"] == pytest.approx(0.476, abs=2e-6)
+    assert half["peakPowerW"] == pytest.approx(349.1, abs=0.01)
+    assert half["delta"]["makespanS"] == {"abs": 3600.0, "pct": 100.0}
+    assert half["delta"]["energyKWh"] == {"abs": pytest.approx(0.349099, abs=4e-6), "pct": pytest.approx(100.0)}
+    assert half["notes"] == []
+
+
+def test_uncapped_runs_every_task_at_its_duration_and_counts_waits(cli: Callable[..., Any],
+                                                                   write: Callable[..., str]) -> None:
+    """Six one-GPU jobs of 600 s on a 4-GPU node: two wait 600 s for a GPU, none is slowed."""
+    spec = write("spec.yaml", spec_text(L40S))
+    trace = write("trace.jsonl", [gpu_job(f"j{i}", units=600, util=0.9) for i in range(6)])
+    doc = _compare(cli, spec, "--trace", trace, "--plan", "uncapped")
+    p = doc["plans"][0]
+    assert p["slowdown"]["standard"] == {"count": 6, "mean": 1.0, "p50": 1.0, "p95": 1.0}
+    assert p["waitS"]["standard"]["mean"] == pytest.approx(200.0)  # 0,0,0,0,600,600
+    assert p["waitS"]["standard"]["p95"] == pytest.approx(600.0)
+    assert p["makespanS"] == 1200.0
+    assert p["jobs"] == {"completed": 6, "unplaceable": 0, "unplaceableReasons": []}
+
+
+def test_conservation_and_unplaceable_reasons(cli: Callable[..., Any], write: Callable[..., str]) -> None:
+    spec = write("spec.yaml", spec_text(L40S, "{name: cpu, profile: intel-xeon-2s-rapl, count: 1}"))
+    trace = write("trace.csv", "name,arrival_s,duration_s,cpu_milli,memory_mib,gpus,gpu_milli,gpu_types,class\n"
+                               "a,0,100,4000,1024,1,1000,,performance\n"
+                               "b,5,300,1000,512,1,500,L40S,standard\n"
+                               "c,5,300,1000,512,1,250,,\n"
+                               "d,10,200,16000,2048,0,0,,standard\n"
+                               "e,10,100,1000,512,16,1000,,standard\n"
+                               "f,11,100,1000,512,1,1000,H100,standard\n")
+    eco = write("eco.yaml", [twin("l40s-0", gpu_pct=100, profile="performance"), twin("cpu-0", cpu_pct=60)])
+    doc = _compare(cli, spec, "--trace", trace, "--plan", "uncapped", "--plan", f"half={eco}")
+    for p in doc["plans"]:
+        by_class = p["energyByClassKWh"]
+        assert sum(by_class.values()) == pytest.approx(p["energyKWh"], abs=1e-5)
+        assert p["jobs"]["completed"] + p["jobs"]["unplaceable"] == 6
+        reasons = {r["reason"]: r["count"] for r in p["jobs"]["unplaceableReasons"]}
+        assert p["jobs"]["unplaceable"] == 2
+        assert any("needs 16 nvidia.com/gpu" in r for r in reasons), reasons
+        assert any("H100" in r for r in reasons), reasons
+        assert p["facilityEnergyKWh"] > p["energyKWh"]
+    half = _plan(doc, "half")
+    assert half["slowdown"]["performance"]["mean"] == 1.0  # on the performance node, at 100 %
+    assert half["delta"]["energyKWh"]["abs"] == pytest.approx(half["energyKWh"] - doc["plans"][0]["energyKWh"],
+                                                              abs=2e-6)
+
+
+def test_eco_never_slows_performance_tasks_and_is_deterministic(cli: Callable[..., Any],
+                                                               write: Callable[..., str]) -> None:
+    spec = write("spec.yaml", spec_text("{name: l40s, profile: nvidia-l40s-4gpu, count: 4}"))
+    plan = cli("plan", spec, "-o", "yaml")
+    assert plan.exit_code == 0, plan.stderr
+    eco = write("eco.yaml", plan.stdout)
+    jobs = [gpu_job(f"p{i}", at=i * 50, units=900, util=0.9, cls="performance") for i in range(8)]
+    jobs += [gpu_job(f"s{i}", at=i * 30, units=600, util=0.9) for i in range(12)]
+    trace = write("trace.jsonl", jobs)
+    args = (spec, "--trace", trace, "--plan", "uncapped", "--plan", eco)
+    first = cli("simulate", "compare", *args, "-o", "json")
+    again = cli("simulate", "compare", *args, "-o", "json")
+    assert first.exit_code == 0, first.stderr
+    assert first.stdout == again.stdout  # bit for bit
+    doc = json.loads(first.stdout)
+    eco_plan = _plan(doc, "eco")
+    assert eco_plan["slowdown"]["performance"]["count"] == 8
+    assert eco_plan["slowdown"]["performance"]["p95"] == 1.0
+    assert eco_plan["slowdown"]["standard"]["mean"] > 1.0
+    assert eco_plan["energyByClassKWh"]["performance"] > 0
+
+
+def test_a_blocked_cap_replays_the_device_uncapped_and_says_so(cli: Callable[..., Any],
+                                                               write: Callable[..., str]) -> None:
+    """The W7900's cap is pinned at 241 W (emulate-mode seed): 150 W is refused by the real cap path."""
+    spec = write("spec.yaml", spec_text("{name: w, profile: amd-radeon-pro-w7900, count: 1}"))
+    job = gpu_job("j", units=600, util=0.9)
+    job["podTemplate"]["requests"] = {"cpu": "1", "amd.com/gpu": "1"}
+    trace = write("trace.jsonl", [job])
+    eco = write("eco.yaml", [twin("w-0", gpu_watts=150)])
+    doc = _compare(cli, spec, "--trace", trace, "--plan", "uncapped", "--plan", eco)
+    p = _plan(doc, "eco")
+    assert p["slowdown"]["standard"]["mean"] == 1.0
+    assert p["energyKWh"] == pytest.approx(doc["plans"][0]["energyKWh"], rel=1e-9)
+    assert len(p["notes"]) == 1
+    assert "blocked" in p["notes"][0] and "replayed with the limit read back" in p["notes"][0]
+    table = cli("simulate", "compare", spec, "--trace", trace, "--plan", "uncapped", "--plan", eco)
+    assert table.exit_code == 0
+    assert "eco: plan eco: amd-radeon-pro-w7900" in table.stdout
+
+
+def test_governor_of_the_plan_goes_through_the_governor_code(cli: Callable[..., Any],
+                                                             write: Callable[..., str]) -> None:
+    spec = write("spec.yaml", spec_text(L40S))
+    trace = write("trace.jsonl", [gpu_job("j", units=600, util=0.9)])
+    low = write("efficient.yaml", [twin("l40s-0", governor="efficient")])
+    doc = _compare(cli, spec, "--trace", trace, "--plan", "uncapped", "--plan", low)
+    p = _plan(doc, "efficient")
+    assert p["slowdown"]["standard"]["mean"] > 1.0  # the clock lock slows the board
+    assert p["energyByClassKWh"]["standard"] < doc["plans"][0]["energyByClassKWh"]["standard"]
+
+
+def test_nodes_export_is_emulated_from_the_catalog(cli: Callable[..., Any], write: Callable[..., str]) -> None:
+    spec = write("spec.yaml", spec_text(L40S))
+    nodes = cli("simulate", "render-nodes", spec)
+    assert nodes.exit_code == 0
+    nodes_file = write("nodes.yaml", nodes.stdout)
+    trace = write("trace.jsonl", [gpu_job("j1")])
+    from_spec = _compare(cli, spec, "--trace", trace, "--plan", "uncapped")
+    from_nodes = _compare(cli, "--nodes", nodes_file, "--trace", trace, "--plan", "uncapped")
+    assert from_nodes["plans"][0]["energyKWh"] == from_spec["plans"][0]["energyKWh"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--plan", "uncapped"), "--trace: the workload is missing: give --trace TRACE"),
+    (("--trace", "TRACE"), "--plan: give at least one --plan (uncapped, FILE or LABEL=FILE)"),
+    (("--trace", "TRACE", "--plan", "uncapped", "--plan", "uncapped"), "--plan: two plans are named 'uncapped'"),
+    (("--trace", "TRACE", "--plan", "nope.yaml"), "nope.yaml: --plan: no such file"),
+    (("--trace", "TRACE", "--plan", "uncapped", "--nodes", "x.yaml"), "give a cluster spec or --nodes NODES.yaml, "
+                                                                       "not both"),
+])
+def test_usage_errors(cli: Callable[..., Any], write: Callable[..., str], args: tuple[str, ...], message: str) -> None:
+    spec = write("spec.yaml", spec_text(L40S))
+    trace = write("trace.jsonl", [gpu_job("j1")])
+    r = cli("simulate", "compare", spec, *[trace if a == "TRACE" else a for a in args])
+    assert r.exit_code == 2
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2 and "Traceback" not in r.stderr
+
+
+def test_a_plan_that_names_no_node(cli: Callable[..., Any], write: Callable[..., str]) -> None:
+    spec = write("spec.yaml", spec_text(L40S))
+    trace = write("trace.jsonl", [gpu_job("j1")])
+    other = write("other.yaml", [twin("elsewhere-0", gpu_pct=50)])
+    r = cli("simulate", "compare", spec, "--trace", trace, "--plan", other)
+    assert r.exit_code == 2
+    assert f"{other}: --plan: no NodeTwin of the plan names a node of the fleet" in r.stderr
