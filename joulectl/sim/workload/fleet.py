@@ -284,6 +284,8 @@ def apply_plans(fleet: Fleet, plans: Sequence[Plan], *, workdir: str | None = No
     rep: dict[str, FleetNode] = {}
     for n in fleet.nodes:
         rep.setdefault(n.shape, n)
+    if workdir is None and os.access("/dev/shm", os.W_OK):
+        workdir = "/dev/shm"  # the trees live for seconds: memory, not disk
     with tempfile.TemporaryDirectory(prefix="joulectl-whatif-", dir=workdir) as tmp:
         from joulectl.sim.tree import render_nodes
 

@@ -149,6 +149,8 @@ def replay(fleet: Fleet, tasks: Sequence[Task], limits: dict[str, Limits], twins
         it_w += st.power.total_w - old
         for r, speed in zip(st.running, st.power.speeds, strict=True):
             tr = run[r.index]
+            if speed == tr.rate and tr.version:
+                continue  # its end event still holds (settle moved its work on at the same rate)
             tr.rate = speed
             tr.since = now
             tr.version += 1

@@ -97,87 +97,161 @@ class NodePower:
     speeds: list[float]
 
 
+class _Calc:
+    """The physics of one node shape under one set of limits, memoised per operating point."""
+
+    __slots__ = ("board_cache", "board_of", "boards", "cpu_cache", "dram", "gpu_idle_sum", "idle", "knee", "pkgs")
+
+    def __init__(self, shape: Shape, limits: Limits) -> None:
+        self.pkgs = list(zip(shape.packages, shape.cap_ranges, limits.cpu_caps_w, strict=True))
+        self.dram = shape.dram
+        self.knee = shape.packages[0].knee if shape.packages else 0.7
+        self.cpu_cache: dict[tuple[float, float, float], tuple[float, float, float]] = {}
+        index: dict[tuple[ph.GpuParams, float, float], int] = {}
+        self.boards: list[tuple[ph.GpuParams, float, float, float]] = []
+        self.board_of: list[int] = []
+        for params, cap, clock in zip(shape.gpus, limits.gpu_caps_w, limits.gpu_clock, strict=True):
+            key = (params, cap, clock)
+            if key not in index:
+                index[key] = len(self.boards)
+                frac = min(1.0, cap / params.max_w) if params.max_w > 0 else 1.0
+                self.boards.append((params, cap, clock, frac))
+            self.board_of.append(index[key])
+        self.board_cache: list[dict[tuple[float, float, float], tuple[float, float]]] = [{} for _ in self.boards]
+        self.idle = [ph.gpu_power(b[0], 0.0, b[1], 0.5, 0.5, b[2]) for b in self.boards]
+        self.gpu_idle_sum = sum(self.idle[b] for b in self.board_of)
+
+    def cpu(self, util: float, mem: float, io: float) -> tuple[float, float, float]:
+        """(power with DRAM, lowest frequency fraction, power at no load with DRAM) of the packages."""
+        key = (util, mem, io)
+        got = self.cpu_cache.get(key)
+        if got is None:
+            busy = idle = 0.0
+            freq = 1.0
+            for pkg, rng, cap in self.pkgs:
+                res = ph.cpu_package_power(pkg, util, 1.0, cap, cap_range_w=rng, memory_intensity=mem,
+                                           io_intensity=io)
+                busy += res.power_w
+                idle += ph.cpu_package_power(pkg, 0.0, 1.0, cap, cap_range_w=rng).power_w
+                freq = min(freq, res.freq)
+                if self.dram:
+                    busy += 3.0 + 12.0 * util * (0.3 + 0.7 * mem)
+                    idle += 3.0
+            got = self.cpu_cache[key] = (busy, freq, idle)
+        return got
+
+    def board(self, b: int, util: float, wc: float, wm: float) -> tuple[float, float]:
+        """(power, throughput) of board kind ``b`` at an operating point."""
+        cache = self.board_cache[b]
+        key = (util, wc, wm)
+        got = cache.get(key)
+        if got is None:
+            params, cap, clock, _frac = self.boards[b]
+            got = cache[key] = (ph.gpu_power(params, util, cap, wc, wm, clock),
+                                ph.gpu_throughput(params, util, cap, wc, wm, 0.0, clock))
+        return got
+
+
+_CALCS: dict[tuple[str, Limits], _Calc] = {}
+
+
+def _calc(shape: Shape, limits: Limits) -> _Calc:
+    key = (shape.key, limits)
+    calc = _CALCS.get(key)
+    if calc is None:
+        if len(_CALCS) > 4096:
+            _CALCS.clear()
+        calc = _CALCS[key] = _Calc(shape, limits)
+    return calc
+
+
+@lru_cache(maxsize=1 << 14)
+def _cpu_mul(freq: float, knee: float, cpu_class: str, mem: float, io: float) -> float:
+    return ph.cpu_throughput(freq, knee=knee, cpu_class=cpu_class, memory_intensity=mem, io_intensity=io)
+
+
 def node_power(shape: Shape, limits: Limits, cores_milli: int, running: Sequence[Running]) -> NodePower:
     """Power, per-class split and task speeds of one node with ``running`` tasks (see module doc)."""
-    by_class = {"performance": 0.0, "standard": 0.0}
-    idle_total = 0.0
-    total = 0.0
+    calc = _calc(shape, limits)
+    perf = std = 0.0
     # -- CPU packages and DRAM: shared by the tasks in proportion to their cores
     cores = max(1, cores_milli)
-    req_cpu = [min(r.task.cpu_milli, cores) for r in running]
-    used = min(1.0, sum(req_cpu) / cores)
-    util = min(1.0, sum(c * r.task.cpu_util for c, r in zip(req_cpu, running, strict=True)) / cores)
-    w = sum(req_cpu)
-    mem = sum(c * r.task.memory_intensity for c, r in zip(req_cpu, running, strict=True)) / w if w else 0.0
-    io = sum(c * r.task.io_intensity for c, r in zip(req_cpu, running, strict=True)) / w if w else 0.0
-    freqs: list[float] = []
-    cpu_busy = 0.0
-    cpu_idle = 0.0
-    for pkg, rng, cap in zip(shape.packages, shape.cap_ranges, limits.cpu_caps_w, strict=True):
-        res = ph.cpu_package_power(pkg, util, 1.0, cap, cap_range_w=rng, memory_intensity=mem, io_intensity=io)
-        idle = ph.cpu_package_power(pkg, 0.0, 1.0, cap, cap_range_w=rng).power_w
-        freqs.append(res.freq)
-        cpu_busy += res.power_w
-        cpu_idle += idle
-        if shape.dram:
-            cpu_busy += 3.0 + 12.0 * util * (0.3 + 0.7 * mem)
-            cpu_idle += 3.0
-    total += cpu_busy
-    idle_share = cpu_idle * (1.0 - used)
-    idle_total += idle_share
+    w = 0
+    util = mem = io = 0.0
+    for r in running:
+        t = r.task
+        c = t.cpu_milli if t.cpu_milli < cores else cores
+        w += c
+        util += c * t.cpu_util
+        mem += c * t.memory_intensity
+        io += c * t.io_intensity
+    used = min(1.0, w / cores)
+    util = min(1.0, util / cores)
     if w:
-        for c, r in zip(req_cpu, running, strict=True):
-            by_class[r.task.workload_class] += (cpu_busy - idle_share) * c / w
+        mem, io = mem / w, io / w
+    cpu_busy, freq, cpu_idle = calc.cpu(util, mem, io)
+    total = cpu_busy
+    idle_share = cpu_idle * (1.0 - used)
+    idle_total = idle_share
+    if w:
+        for r in running:
+            t = r.task
+            share = (cpu_busy - idle_share) * (t.cpu_milli if t.cpu_milli < cores else cores) / w
+            if t.workload_class == "performance":
+                perf += share
+            else:
+                std += share
     else:
         idle_total += cpu_busy - idle_share
-    freq = min(freqs) if freqs else 1.0
-    # -- GPUs: each at the utilisation of the tasks on it
-    n = len(shape.gpus)
-    gpu_util = [0.0] * n
-    gpu_tasks: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    wcm: list[tuple[float, float]] = [(0.5, 0.5)] * n
+    # -- GPUs: every board idle, then the busy ones at the utilisation of the tasks on them
+    total += calc.gpu_idle_sum
+    idle_total += calc.gpu_idle_sum
+    busy: dict[int, list[Any]] = {}  # gpu -> [util, [(task position, milli)]]
     for i, r in enumerate(running):
         for g in r.gpus:
-            gpu_util[g] += r.task.gpu_util * r.milli / 1000.0
-            gpu_tasks[g].append((i, r.milli))
-    for g in range(n):
-        if gpu_tasks[g]:
-            ws = [(_weights(running[i].task.gpu_class, running[i].task.memory_intensity), m) for i, m in gpu_tasks[g]]
-            tot = sum(m for _, m in ws)
-            wcm[g] = (sum(x[0] * m for x, m in ws) / tot, sum(x[1] * m for x, m in ws) / tot)
-    gpu_speed = [1.0] * n
-    for g, params in enumerate(shape.gpus):
-        cap, clock = limits.gpu_caps_w[g], limits.gpu_clock[g]
-        u = min(1.0, gpu_util[g])
-        wc, wm = wcm[g]
-        p = ph.gpu_power(params, u, cap, wc, wm, clock)
-        total += p
-        held = min(1000, sum(m for _, m in gpu_tasks[g]))
-        idle = ph.gpu_power(params, 0.0, cap, 0.5, 0.5, clock)
-        free_idle = idle * (1000 - held) / 1000.0
-        idle_total += free_idle
-        for i, m in gpu_tasks[g]:
-            by_class[running[i].task.workload_class] += (p - free_idle) * m / held
-        if held:
-            gpu_speed[g] = ph.gpu_throughput(params, u, cap, wc, wm, 0.0, clock)
+            slot = busy.get(g)
+            if slot is None:
+                slot = busy[g] = [0.0, []]
+            slot[0] += r.task.gpu_util * r.milli / 1000.0
+            slot[1].append((i, r.milli))
+    gpu_speed: dict[int, float] = {}
+    for g, (u, holders) in busy.items():
+        b = calc.board_of[g]
+        if len(holders) == 1:
+            t = running[holders[0][0]].task
+            wc, wm = _weights(t.gpu_class, t.memory_intensity)
+        else:
+            tot = sum(m for _, m in holders)
+            wc = sum(_weights(running[i].task.gpu_class, running[i].task.memory_intensity)[0] * m
+                     for i, m in holders) / tot
+            wm = sum(_weights(running[i].task.gpu_class, running[i].task.memory_intensity)[1] * m
+                     for i, m in holders) / tot
+        p, gpu_speed[g] = calc.board(b, min(1.0, u), wc, wm)
+        idle_g = calc.idle[b]
+        held = min(1000, sum(m for _, m in holders))
+        free_idle = idle_g * (1000 - held) / 1000.0
+        total += p - idle_g
+        idle_total += free_idle - idle_g
+        for i, m in holders:
+            share = (p - free_idle) * m / held
+            if running[i].task.workload_class == "performance":
+                perf += share
+            else:
+                std += share
     speeds: list[float] = []
     for r in running:
         t = r.task
         if r.gpus:
             s = 1.0
             for g in r.gpus:
-                params = shape.gpus[g]
-                cap = limits.gpu_caps_w[g]
-                frac = min(1.0, cap / params.max_w) if params.max_w > 0 else 1.0
+                frac = calc.boards[calc.board_of[g]][3]
                 s = min(s, gpu_speed[g] * (1.0 - (1.0 - frac) * t.sensitivity_gpu))
         else:
-            mul = ph.cpu_throughput(freq, knee=shape.packages[0].knee if shape.packages else 0.7,
-                                    cpu_class=t.cpu_class, memory_intensity=t.memory_intensity,
-                                    io_intensity=t.io_intensity)
+            mul = _cpu_mul(freq, calc.knee, t.cpu_class, t.memory_intensity, t.io_intensity)
             impact = 0.6 * t.cpu_util + 0.25 * (1.0 - t.memory_intensity) + 0.15 * (1.0 - t.io_intensity)
             s = 1.0 - t.sensitivity_cpu * impact * (1.0 - mul)
         speeds.append(max(MIN_SPEED, min(1.0, s)))
-    return NodePower(total, by_class["performance"], by_class["standard"], idle_total, speeds)
+    return NodePower(total, perf, std, idle_total, speeds)
 
 
 def peak_w(shape: Shape) -> float:
