@@ -183,3 +183,31 @@ def test_a_plan_that_names_no_node(cli: Callable[..., Any], write: Callable[...,
     r = cli("simulate", "compare", spec, "--trace", trace, "--plan", other)
     assert r.exit_code == 2
     assert f"{other}: --plan: no NodeTwin of the plan names a node of the fleet" in r.stderr
+
+
+def test_facility_energy_over_a_day(cli: Callable[..., Any], write: Callable[..., str]) -> None:
+    """One job of exactly 24 h on the L40S node (349.098972 W, as above): over a whole period the
+    sine of the ambient integrates to 0, so PUE = 1.08 + 0.006·(20-15) + 0.04L + 0.015·L·5/15 =
+    1.11 + 0.045L with L = 349.098972 / 1970 W (peak: 2·270 + 2·15 + 4·350) = 0.177208:
+    PUE 1.117974; IT 8.378375 kWh, facility 9.366809 kWh."""
+    spec = write("spec.yaml", spec_text(L40S))
+    trace = write("trace.jsonl", [gpu_job("day", units=86400)])
+    p = _compare(cli, spec, "--trace", trace, "--plan", "uncapped")["plans"][0]
+    assert p["energyKWh"] == pytest.approx(8.378375, abs=2e-6)
+    assert p["facilityEnergyKWh"] == pytest.approx(9.366809, abs=2e-6)
+
+
+def test_a_gang_runs_whole_or_stalls(cli: Callable[..., Any], write: Callable[..., str]) -> None:
+    spec = write("spec.yaml", spec_text(L40S))
+    jobs = [gpu_job("solo", units=600, util=0.9, gpus=3)]  # 600 units on 3 GPUs: 200 s
+    for i in range(2):  # 2 x 2 GPUs (150 s each): runs whole once the 3-GPU job has left, at 200 s
+        jobs.append({**gpu_job(f"g{i}", at=10, units=300, util=0.9, gpus=2), "gang": {"id": "pair"}})
+    for i in range(2):  # 2 x 3 GPUs on a 4-GPU node: never whole
+        jobs.append({**gpu_job(f"big{i}", at=20, units=300, util=0.9, gpus=3), "gang": {"id": "big"}})
+    trace = write("trace.jsonl", jobs)
+    p = _compare(cli, spec, "--trace", trace, "--plan", "uncapped")["plans"][0]
+    assert p["jobs"]["completed"] == 3
+    assert p["jobs"]["unplaceableReasons"] == [
+        {"reason": "stalled: waiting when the trace ended (a gang that never runs whole)", "count": 2}]
+    assert p["waitS"]["standard"]["mean"] == pytest.approx((0 + 190 + 190) / 3)
+    assert p["makespanS"] == 350.0

@@ -85,6 +85,7 @@ class Placer:
             else:
                 g.members.append(i)
         self.groups = list(groups.values())
+        self.group_of: dict[int, Group] = {i: g for g in self.groups for i in g.members}
         by_node = sorted(views, key=lambda x: order[x.name])
         self.free_cpu = [round(v.allocatable.get("cpu", 0.0) * 1000) for v in by_node]
         self.free_mem = [v.allocatable.get("memory", 0.0) / 2**20 for v in by_node]
@@ -200,7 +201,7 @@ class Placer:
             if level is not None and s < level:
                 break
             if only is not None:
-                if only in g.members:
+                if self.group_of[only] is g:
                     got = self.fits(only, task)
                     if got is not None:
                         return only, got

@@ -93,7 +93,7 @@ def replay(fleet: Fleet, tasks: Sequence[Task], limits: dict[str, Limits], twins
     state = [_Node() for _ in nodes]
     run = [_Task(t.duration_s) for t in tasks]
     res = PlanResult(name)
-    for notes in {lm.notes for lm in lim}:
+    for notes in dict.fromkeys(lm.notes for lm in lim):  # each shape's notes once, in node order
         res.notes.extend(notes)
     peak = sum(peak_w(s) for s in shapes)
     fac = fleet.facility
@@ -258,10 +258,9 @@ def replay(fleet: Fleet, tasks: Sequence[Task], limits: dict[str, Limits], twins
         res.energy_by_class_j["standard"] += st.energy[2]
         res.energy_by_class_j["idle"] += st.energy[3]
         res.node_energy_j[nodes[i].name] = st.energy[0]
-    for unit in queue:  # cannot happen (a unit that never fits is unplaceable), kept for safety
-        for _k in unit:
-            res.unplaceable["still waiting at the end of the trace"] = (
-                res.unplaceable.get("still waiting at the end of the trace", 0) + 1)
+    stalled = "stalled: waiting when the trace ended (a gang that never runs whole)"
+    for unit in queue:  # a unit whose members each fit somewhere but never all at once
+        res.unplaceable[stalled] = res.unplaceable.get(stalled, 0) + len(unit)
     res.end_s = end
     res.series = _thin(series)
     if progress is not None:
