@@ -12,7 +12,7 @@ Method:
 - Each run is ``python -m joulectl simulate compare SPEC --trace TRACE --plan uncapped --plan eco.yaml
   -o json`` as a subprocess (stdout to a file): wall time, CPU time and the child's peak RSS
   (``resource.getrusage(RUSAGE_CHILDREN)``, measured in a fresh process per run so the peak is that
-  run's). The replay's share is in the JSON (``--profile`` prints the split of one run in-process).
+  run's), with the load average it ran under.
 
 Targets: 10,000 tasks over 150 days on 1,200 GPU nodes, two plans, under 60 s and under 1 GiB;
 cost linear in tasks and in nodes.
@@ -100,6 +100,7 @@ def main() -> None:
     tasks_list = [int(x) for x in args.tasks.split(",")]
     nodes_list = [int(x) for x in args.nodes.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-whatif-") as tmp:
+        print(f"load average {os.getloadavg()[0]:.1f} (1 min) on {os.cpu_count()} CPUs")
         print(f"{'nodes':>6} {'tasks':>7} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'completed':>9} "
               f"{'unplaceable':>11} {'eco energy':>11}")
         for nodes in nodes_list:
@@ -120,7 +121,7 @@ def main() -> None:
                 delta = plans[1]["delta"]["energyKWh"]["pct"]
                 print(f"{nodes:>6} {tasks:>7} {r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['peak_rss_mib']:>9.0f} "
                       f"{plans[0]['jobs']['completed']:>9} {plans[0]['jobs']['unplaceable']:>11} {delta:>+10.1f}%"
-                      f"  ({time.perf_counter() - t0:.1f} s)", flush=True)
+                      f"  ({time.perf_counter() - t0:.1f} s, load {os.getloadavg()[0]:.1f})", flush=True)
 
 
 if __name__ == "__main__":
