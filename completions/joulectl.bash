@@ -235,11 +235,14 @@ _joulectl() {
                 --tick) COMPREPLY=(); return ;;
                 --workers) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+                --listen) COMPREPLY=(); return ;;
+                --otlp-endpoint) COMPREPLY=(); return ;;
+                --otlp-protocol) COMPREPLY=(); return ;;
                 -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
                 --trace) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--root --ticks --duration --tick --fast --workers --profiles-dir -o --output --trace" -- "$cur"))
+                COMPREPLY=($(compgen -W "--root --ticks --duration --tick --fast --workers --profiles-dir --listen --otlp-endpoint --otlp-protocol -o --output --trace" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi
@@ -247,10 +250,12 @@ _joulectl() {
         "joulectl simulate status")
             case "$prev" in
                 --root) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+                --watch) COMPREPLY=(); return ;;
+                --count) COMPREPLY=(); return ;;
                 -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--root -o --output" -- "$cur"))
+                COMPREPLY=($(compgen -W "--root --watch --count -o --output" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi
