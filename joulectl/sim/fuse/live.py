@@ -1,0 +1,161 @@
+"""A node served live through FUSE, and the pool the tick loop steps in FUSE mode.
+
+A :class:`LiveNode` wraps the node's :class:`~joulectl.sim.tick.NodeRuntime` (the same one plain
+mode ticks) behind a lock shared by the FUSE thread and the tick thread:
+
+* **Reads are computed when made.** An energy counter accrues, at the power of the last step, up
+  to the read's time on a 1 ms grid (:meth:`NodeRuntime.advance_energy`), and the ledger holding
+  it is on disk before the read returns, so a restart never resumes below a value a reader saw;
+  the next tick accrues only the rest of its interval, so at a tick's time the counter is what the
+  tick computes. Power, frequency and temperature read what the last tick computed. A writable
+  attribute reads the value in force (clamped, wrapped or put back as the write left it).
+* **Writes are answered when made.** Each ``write`` call is one store: the bytes up to the first
+  NUL are handed to the tick's own readback of that attribute (the same kernel rules plain mode
+  applies at the next tick), at once: a refused value fails with the rule's errno and the value
+  in force is put back, a taken one is in force (normalised as the kernel reads it back) before
+  the write returns. Every write is an event of the next tick.
+
+The tree on disk stays the simulator's own copy (every value in force is written to it), so a
+run killed at any point resumes from it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from joulectl.sim import ledger as ledger_mod
+from joulectl.sim.tick import REJECTED, CounterFile, Event, NodeRuntime, Sample, write_in_place
+
+#: A read steps the energy counters on this grid (s).
+READ_GRID_S = 0.001
+
+
+def store_text(data: bytes) -> str:
+    """What the driver sees of one ``write`` call: the bytes up to the first NUL (sysfs hands the
+    store a NUL-terminated copy of the buffer), as text."""
+    end = data.find(b"\0")
+    return (data if end < 0 else data[:end]).decode("utf-8", "replace")
+
+
+class LiveNode:
+    """One node's runtime and the lock that serialises its reads, writes and ticks."""
+
+    def __init__(self, rt: NodeRuntime, clock: Callable[[], float] = time.time) -> None:
+        self.rt = rt
+        self.lock = threading.Lock()
+        self.clock = clock
+        led_time = rt.ledger.time_s
+        #: The time of the last step (the start when there was none yet).
+        self.t_step = led_time if led_time else clock()
+        self._files: dict[str, tuple[str, int]] | None = None
+
+    @property
+    def dir(self) -> str:
+        return self.rt.dir
+
+    def entry(self, rel: str) -> tuple[str, int] | None:
+        """``("c", i)`` for a counter file, ``("w", i)`` for a writable one, None for any other file.
+
+        A path that is both (``pp_dpm_sclk``) reads as its counter and writes as its writable:
+        :meth:`writable_index` finds the latter.
+        """
+        files = self._files
+        if files is None:
+            files = {}
+            m = self.rt.model
+            for i, w in enumerate(m.writables):
+                files.setdefault(w.rel, ("w", i))
+            for i, c in enumerate(m.counters):
+                files[c.rel] = ("c", i)
+            self._files = files
+        return files.get(rel)
+
+    def writable_index(self, rel: str) -> int | None:
+        for i, w in enumerate(self.rt.model.writables):
+            if w.rel == rel:
+                return i
+        return None
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def read_counter(self, index: int) -> bytes:
+        c = self.rt.model.counters[index]
+        if c.kind != "energy_uj":
+            return c.text.encode()
+        with self.lock:
+            return self._energy(c).encode()
+
+    def _energy(self, c: CounterFile) -> str:
+        rt = self.rt
+        now = math.floor(self.clock() / READ_GRID_S) * READ_GRID_S
+        ahead = round(now - self.t_step, 3)
+        if ahead > rt.energy_ahead.get(c.component, 0.0) and rt.power_w:
+            rt.advance_energy((c.component,), ahead)
+            ledger_mod.write(rt.dir, rt.ledger)
+        total = rt.ledger.energy.get(c.component, 0)
+        return f"{total % c.max_range if c.max_range else total}\n"
+
+    def read_file(self, path: str) -> bytes:
+        """A writable attribute's content, read under the lock (the tick rewrites it in place)."""
+        with self.lock, open(path, "rb") as fh:
+            return fh.read(65536)
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def store(self, index: int, data: bytes) -> int:
+        """One store to writable ``index``: 0 when taken, else the errno the kernel fails it with."""
+        rt = self.rt
+        w = rt.model.writables[index]
+        text = store_text(data)
+        with self.lock:
+            before = len(rt.events)
+            sig = write_in_place(w.path, text)
+            if sig is None:
+                return 0
+            rt._moved(w, sig, self.clock())
+            for ev in rt.events[before:]:
+                if ev.name == REJECTED:
+                    return int(ev.attributes.get("errno") or 0)
+        return 0
+
+
+class FusePool:
+    """The tick loop's pool in FUSE mode: every node in this process, no readback (each write reached
+    its node through the mount when it was made)."""
+
+    def __init__(self, nodes: list[LiveNode]) -> None:
+        self.nodes = nodes
+        self.local: Any = None
+        self.procs: list[Any] = []
+        self.startup: list[Event] = []
+        for n in nodes:
+            self.startup.extend(n.rt.events)
+            n.rt.events = []
+
+    def tick(self, now: float, dt_s: float) -> tuple[list[Sample], list[Event]]:
+        samples: list[Sample] = []
+        events: list[Event] = []
+        for n in self.nodes:
+            with n.lock:
+                samples.append(n.rt.step(now, dt_s))
+                n.t_step = now
+                if n.rt.events:
+                    events.extend(n.rt.events)
+                    n.rt.events = []
+        return samples, events
+
+    def close(self) -> None:
+        for n in self.nodes:
+            with n.lock:
+                n.rt.save_cache()
+
+
+def ensure_host_dirs(node_dir: str) -> None:
+    """``var/`` and ``run/`` of a node, where joulectl keeps its journal and its lock."""
+    for sub in ("var", "run"):
+        os.makedirs(os.path.join(node_dir, sub), exist_ok=True)
