@@ -225,7 +225,7 @@ _joulectl() {
                 -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--root --ticks --duration --tick --fast --workers --profiles-dir --listen --otlp-endpoint --otlp-protocol -o --output" -- "$cur"))
+                COMPREPLY=($(compgen -W "--root --ticks --duration --tick --fast --workers --profiles-dir --listen --otlp-endpoint --otlp-protocol --fuse -o --output" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi

@@ -124,6 +124,7 @@ complete -c joulectl -n '__fish_seen_subcommand_from simulate; and __fish_seen_s
 complete -c joulectl -n '__fish_seen_subcommand_from simulate; and __fish_seen_subcommand_from run' -l listen -r -d 'Serve /metrics, /telemetry/<node>, /control/<node>, /exporters/<format>/<node>/metrics and /healthz on ADDR:PORT (PORT alone binds 127.0.0.1; port 0 picks a free one).'
 complete -c joulectl -n '__fish_seen_subcommand_from simulate; and __fish_seen_subcommand_from run' -l otlp-endpoint -r -d 'Push metrics every tick and events as log records over OTLP/HTTP to this base URL.'
 complete -c joulectl -n '__fish_seen_subcommand_from simulate; and __fish_seen_subcommand_from run' -l otlp-protocol -r -d 'OTLP encoding: http/protobuf or http/json.'
+complete -c joulectl -n '__fish_seen_subcommand_from simulate; and __fish_seen_subcommand_from run' -l fuse -d 'Serve every node live through one FUSE mount at DIR/fuse/<node>/ (needs joulectl[fuse]).'
 complete -c joulectl -n '__fish_seen_subcommand_from simulate; and __fish_seen_subcommand_from run' -s o -l output -r -a 'table json yaml' -d 'Output format: table, json, yaml.'
 complete -c joulectl -n '__fish_seen_subcommand_from simulate; and __fish_seen_subcommand_from status' -l root -r -F -d 'Directory holding one tree per node (DIR/<node>/).'
 complete -c joulectl -n '__fish_seen_subcommand_from simulate; and __fish_seen_subcommand_from status' -l watch -r -d 'Redraw the table every SECONDS (from the runs /telemetry when it serves one, else from the trees).'

@@ -64,6 +64,7 @@ class View:
         self.on_init = on_init
         self.stop_requested = False
         self._handles: dict[int, _Handle] = {}
+        self._sys: dict[str, tuple[bool, int, int, int, int]] = {}
         self._next = 1
         self._root_st = os.lstat(root)
 
@@ -144,22 +145,33 @@ class View:
             raise _err(errno.EISDIR)
         if top != "sys":
             return self._add(_Handle(_FD, fd=os.open(disk, flags & ~(os.O_CREAT | os.O_EXCL))), fi)
+        hit = self._sys.get(path)
+        if hit is None:
+            hit = self._sys[path] = self._sys_file(node, disk)
+        writable, read_kind, read_index, write_kind, write_index = hit
+        if flags & _WRITE_FLAGS:
+            if not writable:
+                raise _err(errno.EACCES)
+            return self._add(_Handle(write_kind, node, write_index), fi)
+        if read_kind == _FD:
+            return self._add(_Handle(_FD, fd=os.open(disk, os.O_RDONLY)), fi)
+        return self._add(_Handle(read_kind, node, read_index), fi)
+
+    @staticmethod
+    def _sys_file(node: LiveNode, disk: str) -> tuple[bool, int, int, int, int]:
+        """How a sysfs file is served (it never changes while mounted: nothing in sys/ can be
+        created, removed or re-permissioned): (writable, read kind and index, write kind and index)."""
         st = os.stat(disk)
-        writing = bool(flags & _WRITE_FLAGS)
-        if writing and not st.st_mode & 0o222:
-            raise _err(errno.EACCES)
+        if not stat.S_ISREG(st.st_mode):
+            raise _err(errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EACCES)
         rel = disk[len(node.dir) + 1:]
         entry = node.entry(rel)
-        if entry is not None and entry[0] == "w":
-            return self._add(_Handle(_WRITABLE, node, entry[1]), fi)
-        if entry is not None:
-            widx = node.writable_index(rel) if writing else None
-            if widx is not None:
-                return self._add(_Handle(_WRITABLE, node, widx), fi)
-            return self._add(_Handle(_COUNTER, node, entry[1]), fi)
-        if writing:
-            return self._add(_Handle(_SINK, node), fi)
-        return self._add(_Handle(_FD, fd=os.open(disk, os.O_RDONLY)), fi)
+        widx = node.writable_index(rel) if entry is not None else None
+        read = (_COUNTER, entry[1]) if entry is not None and entry[0] == "c" else (_WRITABLE, widx or 0)
+        if entry is None:
+            read = (_FD, -1)
+        write = (_WRITABLE, widx) if widx is not None else (_SINK, -1)
+        return bool(st.st_mode & 0o222), read[0], read[1], write[0], write[1]
 
     def create(self, path: str, mode: int, fi: Any) -> int:
         _node, _top, disk = self._rw(path, errno.EACCES)
@@ -202,9 +214,6 @@ class View:
             os.ftruncate(self._handles[fh.fh].fd, length)
         else:
             os.truncate(disk, length)
-        return 0
-
-    def flush(self, path: str, fi: Any) -> int:
         return 0
 
     def fsync(self, path: str, datasync: int, fi: Any) -> int:
