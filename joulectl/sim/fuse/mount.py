@@ -97,10 +97,10 @@ def prepare(path: str) -> bool:
         if not stale:
             raise InputError("is served by another running simulator (stop it first)", file=path, field=FIELD)
         detach(path)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise InputError("the mount point is not a directory", file=path, field=FIELD)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the mount point: {exc.strerror}", file=path, field=FIELD) from None
-    if not os.path.isdir(path):
-        raise InputError("the mount point is not a directory", file=path, field=FIELD)
     return stale

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from joulectl.errors import InputError, JoulectlError
+from joulectl.errors import JoulectlError
 from joulectl.sim.fuse import mount
 from joulectl.sim.fuse.live import FusePool, LiveNode, ensure_host_dirs
 from joulectl.sim.fuse.view import View
@@ -42,14 +42,10 @@ _WAKE = ".joulectl-stop"
 _LOOP_ENDED = 8
 
 
-def check(spec: Any) -> Any:
-    """Before anything is rendered: the binding is there and no node is named like the mount."""
-    binding = mount.load_binding()
-    for node in spec.nodes:
-        if node.name == MOUNT_DIR:
-            raise InputError(f"a node named {MOUNT_DIR!r} collides with the FUSE mount DIR/{MOUNT_DIR}",
-                             field=mount.FIELD)
-    return binding
+def check() -> Any:
+    """Before anything is rendered: the binding is there (node names, ``<pool>-<i>``, never collide
+    with the mount's)."""
+    return mount.load_binding()
 
 
 def live_nodes(entries: list[Any], nvml_io: Any) -> list[LiveNode]:

@@ -167,9 +167,13 @@ class View:
         rel = disk[len(node.dir) + 1:]
         entry = node.entry(rel)
         widx = node.writable_index(rel) if entry is not None else None
-        read = (_COUNTER, entry[1]) if entry is not None and entry[0] == "c" else (_WRITABLE, widx or 0)
+        # A counter that is also writable (pp_dpm_sclk) reads the tree, which a write rewrites at once.
         if entry is None:
             read = (_FD, -1)
+        elif widx is not None:
+            read = (_WRITABLE, widx)
+        else:
+            read = (_COUNTER, entry[1])
         write = (_WRITABLE, widx) if widx is not None else (_SINK, -1)
         return bool(st.st_mode & 0o222), read[0], read[1], write[0], write[1]
 

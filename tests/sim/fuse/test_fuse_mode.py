@@ -82,6 +82,19 @@ def test_cap_and_governor_on_the_cpu(served: Served) -> None:
     assert (served.node("intel-0") / POLICY0 / "scaling_governor").read_text() == "powersave\n"
 
 
+def test_amd_pinned_cap_and_sclk_mask_are_answered_at_the_write(served: Served) -> None:
+    device = served.node("w7900-0") / "sys/bus/pci/devices/0000:03:00.0"
+    cap = next((device / "hwmon").iterdir()) / "power1_cap"
+    assert _errno_of_write(cap, b"200000000\n") == errno.EINVAL  # the W7900's cap is pinned at 241 W
+    assert cap.read_text() == "241000000\n"
+    r = joulectl("--root", str(served.node("w7900-0")), "governor", "set", "efficient", "--gpu", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)["results"]
+    assert (row["status"], row["after"]) == ("applied", "manual (sclk levels 0 (500 MHz), ceiling 1871 MHz)")
+    # a mask is a command: the attribute keeps reading the level table, the active level marked
+    assert (device / "pp_dpm_sclk").read_text() == "0: 500Mhz *\n1: 1900Mhz\n2: 2495Mhz\n"
+
+
 def test_read_only_attribute_is_eacces_even_for_root(served: Served) -> None:
     node = served.node("intel-0")
     assert _errno_of_write(node / POLICY0 / "cpuinfo_max_freq", b"9999999\n") == errno.EACCES
@@ -99,6 +112,14 @@ def test_refused_value_fails_with_einval_and_changes_nothing(served: Served) -> 
     attr = served.node("intel-0") / "sys/devices/system/cpu/cpufreq/policy5/scaling_governor"
     assert _errno_of_write(attr, b"turbo\n") == errno.EINVAL
     assert attr.read_text() == "powersave\n"
+
+
+def test_epp_under_the_performance_policy_is_ebusy(served: Served) -> None:
+    policy = served.node("intel-0") / "sys/devices/system/cpu/cpufreq/policy9"
+    assert _errno_of_write(policy / "scaling_governor", b"performance") == 0
+    assert (policy / "energy_performance_preference").read_text() == "performance\n"
+    assert _errno_of_write(policy / "energy_performance_preference", b"balance_power\n") == errno.EBUSY
+    assert (policy / "energy_performance_preference").read_text() == "performance\n"
 
 
 def test_echo_into_an_attribute_and_one_store_up_to_nul(served: Served) -> None:
@@ -170,7 +191,7 @@ def test_kill_9_leaves_a_tree_the_next_start_resumes(tmp_path: Path) -> None:
     from tests.sim.fuse.conftest import SPEC, start
 
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC.replace("  - {name: flex, profile: intel-flex-170-4gpu, count: 1}\n", ""))
+    spec.write_text(SPEC.split("  - {name: flex")[0])
     root = tmp_path / "root"
     s = start(root, spec)
     attr = RAPL0 + "/constraint_0_power_limit_uw"
