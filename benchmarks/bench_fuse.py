@@ -8,7 +8,9 @@ Method:
 - Start: ``joulectl simulate run SPEC --root DIR --fuse --tick 1`` is started; reported is the wall
   time from the process's start to every node's ``sys/`` being visible through the mount (Python
   start-up, spec, the renderer's resume check, the runtimes, the mount), and the time from SIGTERM
-  to the process's exit with the mount gone. Both over ``--starts`` (default 3) runs, median.
+  to the process's exit with the mount gone. Both over ``--starts`` (default 3) runs, median; next
+  to them the same start and stop without FUSE (``simulate run --ticks 0 --workers 1``, start to
+  exit), so the mount's own share is the difference.
 - Reads: from this process, ``--reads`` (default 2000) ``open``/``read``/``close`` of one attribute
   of node 0 through the mount and on the plain tree, alternating in blocks of 100; median and 90th
   percentile per attribute kind (a static attribute, a counter the tick writes, an energy counter,
@@ -136,6 +138,12 @@ def main() -> None:
         print(f"render/resume {args.nodes} nodes (load {_load()})", flush=True)
         subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "1", "--fast"],
                        check=True, capture_output=True)
+        plain_runs = []
+        for _ in range(args.starts):
+            t0 = time.perf_counter()
+            subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "0",
+                            "--workers", "1"], check=True, capture_output=True)
+            plain_runs.append(time.perf_counter() - t0)
         starts, stops = [], []
         for _ in range(max(0, args.starts - 1)):
             load = _load()
@@ -172,6 +180,8 @@ def main() -> None:
         print(f"mount start to serving {args.nodes} nodes: median {statistics.median(starts):.2f} s "
               f"({', '.join(f'{s:.2f}' for s in starts)}); stop (SIGTERM to exit, unmounted): median "
               f"{statistics.median(stops):.2f} s ({', '.join(f'{s:.2f}' for s in stops)})")
+        print(f"the same start and stop without FUSE (simulate run --ticks 0, 1 worker): median "
+              f"{statistics.median(plain_runs):.2f} s ({', '.join(f'{s:.2f}' for s in plain_runs)})")
     finally:
         if not args.keep and not args.root:
             shutil.rmtree(base, ignore_errors=True)

@@ -29,17 +29,11 @@ from collections.abc import Callable
 from typing import Any
 
 from joulectl.sim import ledger as ledger_mod
+from joulectl.sim import sysfs_rules as rules
 from joulectl.sim.tick import REJECTED, CounterFile, Event, NodeRuntime, Sample, write_in_place
 
 #: A read steps the energy counters on this grid (s).
 READ_GRID_S = 0.001
-
-
-def store_text(data: bytes) -> str:
-    """What the driver sees of one ``write`` call: the bytes up to the first NUL (sysfs hands the
-    store a NUL-terminated copy of the buffer), as text."""
-    end = data.find(b"\0")
-    return (data if end < 0 else data[:end]).decode("utf-8", "replace")
 
 
 class LiveNode:
@@ -53,6 +47,35 @@ class LiveNode:
         #: The time of the last step (the start when there was none yet).
         self.t_step = led_time if led_time else clock()
         self._files: dict[str, tuple[str, int]] | None = None
+        #: The node's root through the mount (set when served): see :meth:`nvml_lock`.
+        self.view_dir: str | None = None
+
+    def nvml_lock(self) -> int | None:
+        """The fake GPU tools' lock (``state/nvml.lock``) taken through the mount, as the tools take
+        it, before the tick's read-modify-write of ``state/nvml.json``; its descriptor (closing it
+        unlocks), or None for a node without NVML state.
+
+        ``flock`` on the mount is the kernel's own, on the mount's inode, not the tree's that the
+        tick's session locks: without this the tick and a tool would not exclude each other. It is
+        taken before the node's lock, so a tool holding it while its reads wait for the FUSE loop
+        never waits for a tick that waits for it.
+        """
+        if self.view_dir is None or not self.rt.model.nvml:
+            return None
+        import fcntl
+
+        from joulectl.sim.tools.state import NVML_LOCK
+
+        try:
+            fd = os.open(os.path.join(self.view_dir, NVML_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
 
     @property
     def dir(self) -> str:
@@ -108,16 +131,22 @@ class LiveNode:
     # -- writes ----------------------------------------------------------------------------------
 
     def store(self, index: int, data: bytes) -> int:
-        """One store to writable ``index``: 0 when taken, else the errno the kernel fails it with."""
+        """One store to writable ``index``: 0 when taken, else the errno the kernel fails it with.
+
+        The store (up to its NUL) goes to the tree, then the tick's own readback judges it by the
+        rules of :mod:`joulectl.sim.sysfs_rules`, knowing what the file held before, and puts back
+        or normalises the tree's copy.
+        """
         rt = self.rt
         w = rt.model.writables[index]
-        text = store_text(data)
+        text = rules.store_text(data)
         with self.lock:
             before = len(rt.events)
+            old = rt._disk_text(w).encode()
             sig = write_in_place(w.path, text)
             if sig is None:
                 return 0
-            rt._moved(w, sig, self.clock())
+            rt._take(w, text.encode(), old, self.clock(), sig)
             for ev in rt.events[before:]:
                 if ev.name == REJECTED:
                     return int(ev.attributes.get("errno") or 0)
@@ -141,12 +170,17 @@ class FusePool:
         samples: list[Sample] = []
         events: list[Event] = []
         for n in self.nodes:
-            with n.lock:
-                samples.append(n.rt.step(now, dt_s))
-                n.t_step = now
-                if n.rt.events:
-                    events.extend(n.rt.events)
-                    n.rt.events = []
+            tools = n.nvml_lock()
+            try:
+                with n.lock:
+                    samples.append(n.rt.step(now, dt_s))
+                    n.t_step = now
+                    if n.rt.events:
+                        events.extend(n.rt.events)
+                        n.rt.events = []
+            finally:
+                if tools is not None:
+                    os.close(tools)
         return samples, events
 
     def close(self) -> None:

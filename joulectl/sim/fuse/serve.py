@@ -76,6 +76,8 @@ def serve(entries: list[Any], root: str, spec_facility: Any, binding: Any, *, ti
         nodes = live_nodes(entries, runtime._nvml_io())
     finally:
         gc.enable()
+    for n in nodes:
+        n.view_dir = os.path.join(mnt, n.rt.model.node)
     pool = FusePool(nodes)
     view = View(root, {n.rt.model.node: n for n in nodes}, binding)
     mounted = threading.Event()

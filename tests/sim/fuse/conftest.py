@@ -44,6 +44,7 @@ spec:
   - {name: intel, profile: intel-xeon-2s-rapl, count: 1}
   - {name: flex, profile: intel-flex-170-4gpu, count: 1}
   - {name: w7900, profile: amd-radeon-pro-w7900, count: 1}
+  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}
 """
 
 
@@ -106,7 +107,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     base = tmp_path_factory.mktemp("fuse")
     spec = base / "spec.yaml"
     spec.write_text(SPEC)
-    s = start(base / "root", spec, nodes=("intel-0", "flex-0", "w7900-0"))
+    s = start(base / "root", spec, nodes=("intel-0", "flex-0", "w7900-0", "h100-0"))
     try:
         yield s
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import signal
@@ -93,6 +94,30 @@ def test_amd_pinned_cap_and_sclk_mask_are_answered_at_the_write(served: Served) 
     assert (row["status"], row["after"]) == ("applied", "manual (sclk levels 0 (500 MHz), ceiling 1871 MHz)")
     # a mask is a command: the attribute keeps reading the level table, the active level marked
     assert (device / "pp_dpm_sclk").read_text() == "0: 500Mhz *\n1: 1900Mhz\n2: 2495Mhz\n"
+
+
+def test_nvidia_cap_through_the_fake_tool_and_the_tick_takes_the_tools_lock(served: Served) -> None:
+    from joulectl.sim import ledger
+
+    r = joulectl("--root", str(served.node("h100-0")), "cap", "--watts", "500", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert {x["afterWatts"] for x in json.loads(r.stdout)["results"]} == {500.0}
+    # The tools flock state/nvml.lock through the mount: the tick takes that same lock before its
+    # read-modify-write of state/nvml.json, so while a tool holds it the node is not stepped.
+    fd = os.open(served.node("h100-0") / "state/nvml.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held = ledger.load(str(served.root / "h100-0"))
+        time.sleep(1.6)  # three ticks
+        assert ledger.load(str(served.root / "h100-0")).tick == held.tick  # type: ignore[union-attr]
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 30
+    while ledger.load(str(served.root / "h100-0")).tick == held.tick:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the tick did not resume after the lock was released"
+        time.sleep(0.05)
+    state = json.loads((served.root / "h100-0/state/nvml.json").read_text())
+    assert {g["power"]["limitMw"] for g in state["gpus"]} == {500_000}  # nothing lost in between
 
 
 def test_read_only_attribute_is_eacces_even_for_root(served: Served) -> None:
