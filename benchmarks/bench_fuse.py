@@ -10,7 +10,8 @@ Method:
   start-up, spec, the renderer's resume check, the runtimes, the mount), and the time from SIGTERM
   to the process's exit with the mount gone. Both over ``--starts`` (default 3) runs, median; next
   to them the same start and stop without FUSE (``simulate run --ticks 0 --workers 1``, start to
-  exit), so the mount's own share is the difference.
+  exit), so the mount's own share is the difference; and the CPU seconds of each (the children's
+  rusage), which the machine's load does not inflate.
 - Reads: from this process, ``--reads`` (default 2000) ``open``/``read``/``close`` of one attribute
   of node 0 through the mount and on the plain tree, alternating in blocks of 100; median and 90th
   percentile per attribute kind (a static attribute, a counter the tick writes, an energy counter,
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -93,6 +95,11 @@ def _stop(proc: subprocess.Popen[str], root: Path) -> tuple[float, dict[str, obj
         raise SystemExit(f"no summary from the run: {err.strip()}") from None
 
 
+def _child_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _reads(path: Path, n: int) -> list[float]:
     out = []
     for _ in range(n):
@@ -138,18 +145,21 @@ def main() -> None:
         print(f"render/resume {args.nodes} nodes (load {_load()})", flush=True)
         subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "1", "--fast"],
                        check=True, capture_output=True)
-        plain_runs = []
+        plain_runs, plain_cpu, fuse_cpu = [], [], []
         for _ in range(args.starts):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _child_cpu()
             subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "0",
                             "--workers", "1"], check=True, capture_output=True)
             plain_runs.append(time.perf_counter() - t0)
+            plain_cpu.append(_child_cpu() - c0)
         starts, stops = [], []
         for _ in range(max(0, args.starts - 1)):
             load = _load()
+            c0 = _child_cpu()
             proc, took = _start(spec, root, names)
             starts.append(took)
             stops.append(_stop(proc, root)[0])
+            fuse_cpu.append(_child_cpu() - c0)
         load = _load()
         proc, took = _start(spec, root, names)
         starts.append(took)
@@ -180,8 +190,12 @@ def main() -> None:
         print(f"mount start to serving {args.nodes} nodes: median {statistics.median(starts):.2f} s "
               f"({', '.join(f'{s:.2f}' for s in starts)}); stop (SIGTERM to exit, unmounted): median "
               f"{statistics.median(stops):.2f} s ({', '.join(f'{s:.2f}' for s in stops)})")
+        if fuse_cpu:
+            print(f"CPU seconds of a start and an immediate stop with FUSE: median {statistics.median(fuse_cpu):.2f}"
+                  f" ({', '.join(f'{s:.2f}' for s in fuse_cpu)})")
         print(f"the same start and stop without FUSE (simulate run --ticks 0, 1 worker): median "
-              f"{statistics.median(plain_runs):.2f} s ({', '.join(f'{s:.2f}' for s in plain_runs)})")
+              f"{statistics.median(plain_runs):.2f} s ({', '.join(f'{s:.2f}' for s in plain_runs)}), CPU "
+              f"{statistics.median(plain_cpu):.2f} s")
     finally:
         if not args.keep and not args.root:
             shutil.rmtree(base, ignore_errors=True)

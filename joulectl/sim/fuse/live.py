@@ -162,6 +162,7 @@ class FusePool:
         self.local: Any = None
         self.procs: list[Any] = []
         self.startup: list[Event] = []
+        self.closed = False
         for n in nodes:
             self.startup.extend(n.rt.events)
             n.rt.events = []
@@ -184,6 +185,11 @@ class FusePool:
         return samples, events
 
     def close(self) -> None:
+        """Write every node's start-up cache (a clean stop), once: the tick loop closes the pool at
+        its end, and the run once more in case the loop never started."""
+        if self.closed:
+            return
+        self.closed = True
         for n in self.nodes:
             with n.lock:
                 n.rt.save_cache()

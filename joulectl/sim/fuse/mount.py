@@ -81,21 +81,33 @@ def detach(path: str) -> None:
         raise JoulectlError(f"{path}: cannot unmount the stale FUSE mount: {reason}")
 
 
+def _stale(path: str) -> bool | None:
+    """None when nothing is mounted at ``path``; else whether the mount is stale (its server gone)."""
+    if not mounted(path):
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO):
+            raise JoulectlError(f"{path}: cannot inspect the mount point: {exc.strerror}") from None
+        return True
+    return False
+
+
+def refuse_live(path: str) -> None:
+    """A mount at ``path`` that still answers belongs to another running simulator: stop the start."""
+    if _stale(path) is False:
+        raise InputError("is served by another running simulator (stop it first)", file=path, field=FIELD)
+
+
 def prepare(path: str) -> bool:
     """Make ``path`` a free, existing directory to mount on; True when a stale mount was cleaned.
 
     A mount that still answers (another simulator serving this root) stops the start.
     """
-    stale = False
-    if mounted(path):
-        try:
-            os.stat(path)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO):
-                raise JoulectlError(f"{path}: cannot inspect the mount point: {exc.strerror}") from None
-            stale = True
-        if not stale:
-            raise InputError("is served by another running simulator (stop it first)", file=path, field=FIELD)
+    refuse_live(path)
+    stale = bool(_stale(path))
+    if stale:
         detach(path)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise InputError("the mount point is not a directory", file=path, field=FIELD)

@@ -42,10 +42,12 @@ _WAKE = ".joulectl-stop"
 _LOOP_ENDED = 8
 
 
-def check() -> Any:
-    """Before anything is rendered: the binding is there (node names, ``<pool>-<i>``, never collide
-    with the mount's)."""
-    return mount.load_binding()
+def check(root: str) -> Any:
+    """Before anything is rendered: the binding is there and no other run serves ``root/fuse``
+    (node names, ``<pool>-<i>``, never collide with the mount's)."""
+    binding = mount.load_binding()
+    mount.refuse_live(os.path.join(root, MOUNT_DIR))
+    return binding
 
 
 def live_nodes(entries: list[Any], nvml_io: Any) -> list[LiveNode]:
