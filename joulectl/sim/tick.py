@@ -403,6 +403,8 @@ class NodeRuntime:
         self._freq_cache: dict[int, float] | None = None
         self._governors: dict[str, str] = {}
         self._epp_saved: dict[str, str] = {}
+        # scaling_max_freq values turbo-off cut to the base frequency, restored when turbo comes back
+        self._turbo_cut: dict[str, str] = {}
         sh = _shared(model)
         ws = model.writables
         self.by_component: dict[str, list[Writable]] = {k: [ws[i] for i in v] for k, v in sh.by_component.items()}
@@ -433,6 +435,9 @@ class NodeRuntime:
                 c.text = text
             link_groups = cache["h"]
             self._epp_saved.update(cache["e"])
+            cut = cache.get("k")
+            if isinstance(cut, dict):
+                self._turbo_cut.update({str(k): str(v) for k, v in cut.items()})
         else:
             for w, path in zip(ws, paths, strict=True):
                 w.path = path
@@ -449,7 +454,6 @@ class NodeRuntime:
         self._counter_at: dict[str, CounterFile] = {c.rel: c for c in model.counters
                                                     if c.rel in sh.shared_rels}
         self._cpuinfo_max: str | None = None
-        self._turbo_cut: dict[str, str] = {}
         self._initial_check(time.time(), fresh)
         self._sigs: list[tuple[int, int, int] | None] = [w.sig for w in ws]
         self._pos_map: dict[int, int] | None = None
@@ -543,7 +547,7 @@ class NodeRuntime:
             flat.extend(w.sig if w.sig is not None else (-1, -1, -1))
         doc = {"v": 2, "f": model_fingerprint(m), "t": self.ledger.tick, "s": flat,
                "w": [w.text for w in m.writables], "c": [c.text for c in m.counters],
-               "h": self._link_groups, "e": self._epp_saved}
+               "h": self._link_groups, "e": self._epp_saved, "k": self._turbo_cut}
         path = self._cache_path()
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
