@@ -144,8 +144,10 @@ class IdleState:
 
 def cpuidle(t: _Template, cpus: int, idle: dict[str, Any]) -> None:
     """``cpuidle/current_driver`` and ``current_governor(_ro)``, and per CPU ``cpuidle/stateK/``
-    with ``name``, ``desc``, ``latency``, ``residency``, ``usage``, ``time`` and ``disable``
-    (Documentation/admin-guide/pm/cpuidle.rst; the files ``cpupower idle-info`` reads)."""
+    with ``name``, ``desc``, ``latency``, ``usage`` and ``time`` (Documentation/admin-guide/pm/
+    cpuidle.rst): what ``cpupower idle-info`` prints. The other state attributes (``residency``,
+    ``disable``, ``above``, ``below``, ``rejected``, ``power``, ``default_status``, ``s2idle/``)
+    are left out: a two-socket node has 512 states, and every file costs render time."""
     if not idle:
         return
     base = "sys/devices/system/cpu"
@@ -166,10 +168,8 @@ def cpuidle(t: _Template, cpus: int, idle: dict[str, Any]) -> None:
             t.a(f"{q}/name", st.name)
             t.a(f"{q}/desc", st.desc)
             t.a(f"{q}/latency", st.latency_us)
-            t.a(f"{q}/residency", st.residency_us)
             t.a(f"{q}/usage", 0)
             t.a(f"{q}/time", 0)
-            t.a(f"{q}/disable", 0, W)
 
 
 # -- PCI -----------------------------------------------------------------------------------------
