@@ -87,6 +87,48 @@ Hardware = Annotated[
     list[str] | None,
     typer.Option("--hardware", metavar="FILE", help="NodeHardware objects (discover -o yaml); repeatable."),
 ]
+GpuResources = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--gpu-resource",
+        metavar="NAME",
+        help="A resource whose units are whole GPUs (repeatable; env JOULECTL_GPU_RESOURCES, comma-separated).",
+    ),
+]
+GpuShareResources = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--gpu-share-resource",
+        metavar="NAME=UNITS",
+        help="A resource counted in shares, UNITS per GPU (repeatable; env JOULECTL_GPU_SHARE_RESOURCES).",
+    ),
+]
+GpuProductLabels = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--gpu-product-label",
+        metavar="KEY",
+        help="A node label naming the GPU model (repeatable; env JOULECTL_GPU_PRODUCT_LABEL_KEYS).",
+    ),
+]
+
+
+def apply_gpu_flags(
+    resources: list[str] | None, share_resources: list[str] | None, product_labels: list[str] | None
+) -> None:
+    """Put the GPU configuration of the flags (or their environment variables) in force; exit 2 on
+    an invalid name, naming the flag."""
+    from joulectl.errors import InputError
+    from joulectl.k8s import parse_gpu_config, set_gpu_config
+
+    try:
+        config = parse_gpu_config(resources, share_resources, product_labels)
+    except ValueError as e:
+        flag, _, message = str(e).partition(": ")
+        raise InputError(message, field=flag) from None
+    set_gpu_config(config)
+
+
 ProfilesDir = Annotated[
     str | None,
     typer.Option("--profiles-dir", envvar="SIM_PROFILES_DIR", metavar="DIR", help="Local simulator profiles."),
@@ -175,6 +217,9 @@ def register(app: typer.Typer) -> None:
         cpu_eco_cap_on_uncappable_gpu_nodes: CpuEcoCapOnUncappable = False,
         telemetry: Telemetry = None,
         selector: Selector = None,
+        gpu_resource: GpuResources = None,
+        gpu_share_resource: GpuShareResources = None,
+        gpu_product_label: GpuProductLabels = None,
         profiles_dir: ProfilesDir = None,
         output: Output = "table",
     ) -> None:
@@ -184,6 +229,7 @@ def register(app: typer.Typer) -> None:
         from joulectl.render import emit, warn
 
         fmt = check_format(output, ("table", "json", "yaml"))
+        apply_gpu_flags(gpu_resource, gpu_share_resource, gpu_product_label)
         options = options_from_flags(
             policy=policy, performance_fraction=performance_fraction, queue_base_fraction=queue_base_fraction,
             queue_min=queue_min, queue_max=queue_max, pods_per_performance_node=pods_per_performance_node,

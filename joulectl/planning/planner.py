@@ -16,7 +16,7 @@ from typing import Any
 
 from joulectl.catalog import normalize, strip_gfd_suffix
 from joulectl.errors import InputError
-from joulectl.k8s import PodRef, pod_excludes_eco, sanitize_name
+from joulectl.k8s import PodRef, pod_excludes_eco, sanitize_name, unread_gpu_names
 from joulectl.planning import policy, twin
 from joulectl.planning.caps import CapPlan, num, plan_caps
 from joulectl.planning.hardware import COOLING_ZONE_LABEL, RACK_LABEL, RESERVED_LABEL, FactsCache, NodeFacts
@@ -263,8 +263,29 @@ def _some(names: list[str], limit: int = 3) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def _model_warnings(planned: list[_Planned]) -> list[str]:
+    """One warning per GPU model planned with the generic assumption (and for nodes naming none)."""
+    models: dict[str | None, list[NodeFacts]] = {}
+    for p in planned:
+        if p.facts.is_gpu_node and p.facts.gpu_range_source == "generic":
+            models.setdefault(p.facts.gpu_model, []).append(p.facts)
+    out = []
+    for model, nodes in sorted(models.items(), key=lambda kv: (kv[0] is None, kv[0] or "")):
+        f = nodes[0]
+        n = f"{len(nodes)} node" + ("s" if len(nodes) != 1 else "")
+        what = f"GPU model {model!r} is not in the catalog" if model else "GPU nodes name no GPU model"
+        out.append(
+            f"{what} ({n}: {_some([x.name for x in nodes])}): planned with the generic assumption of "
+            f"{num(f.gpu_max_w)} W per GPU (min {num(f.gpu_min_w)} W), GPU caps in percent only; give the "
+            "model's range with --model-caps FILE"
+            + ("" if model else " and its label with --gpu-product-label KEY")
+        )
+    return out
+
+
 def _warnings(cluster: ClusterInput, options: PlanOptions, planned: list[_Planned]) -> list[str]:
-    out: list[str] = []
+    out: list[str] = unread_gpu_names(cluster.nodes)
+    out += _model_warnings(planned)
     if options.policy == "queue-aware" and not cluster.pods:
         out.append("queue-aware without pods (--pods): the demand is 0, so the base fraction sizes the plan")
     node_names = {str((n.get("metadata") or {}).get("name") or "") for n in cluster.nodes}
