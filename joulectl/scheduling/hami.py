@@ -109,7 +109,7 @@ class ContainerRequest:
         elif self.mem_pct != NO_PERCENTAGE and self.mem_given:
             parts.append(f"{self.mem_pct}% of a card's memory each")
         if self.cores:
-            parts.append(f"{self.cores}% cores")
+            parts.append(f"{min(self.cores, 100)}% cores")
         return ", ".join(parts)
 
 
@@ -355,7 +355,7 @@ def fit_pod(
             out.append([])
             continue
         if req.nums > len(cards):
-            return PodFit(False, f"asks for {req.describe()}, node has {len(cards)} cards", out)
+            return PodFit(False, f"asks for {req.describe()}, node has {_cards(len(cards))}", out)
         for card in cards:
             compute_score(card, req)
         sort_cards(cards, gpu_policy)
@@ -406,6 +406,7 @@ def failure_reason(cards: Sequence[Card], req: ContainerRequest, sel: Selection,
         if why:
             by_reason[why].append(card)
     want = f"{req.mem} MiB" if req.mem > 0 else f"{req.mem_pct}% of its memory"
+    cores = min(req.cores, 100)  # HAMi clamps above 100
     # (the phrase for some cards, the phrase when it is every card)
     phrases: list[tuple[int, str, str]] = []
     for why in REJECTIONS:
@@ -426,8 +427,8 @@ def failure_reason(cards: Sequence[Card], req: ContainerRequest, sel: Selection,
             none = f"no card with {want} free (largest {largest} MiB)"
         elif why == "cores":
             most = max(x.free_cores for x in c)
-            some = f"without {req.cores}% cores free (most {most}%)"
-            none = f"no card with {req.cores}% cores free (most {most}%)"
+            some = f"without {cores}% cores free (most {most}%)"
+            none = f"no card with {cores}% cores free (most {most}%)"
         elif why == "exclusive":
             some, none = "in use (gpucores 100 takes a card alone)", "no unused card (gpucores 100 takes a card alone)"
         else:
