@@ -81,7 +81,11 @@ Telemetry = Annotated[
 ]
 Selector = Annotated[
     list[str] | None,
-    typer.Option("--selector", metavar="KEY=VALUE", help="Plan only nodes with this label (KEY alone: present)."),
+    typer.Option(
+        "--selector",
+        metavar="SELECTOR",
+        help="Plan only nodes matching this label selector (kubectl -l: k=v, k!=v, k, !k, k in (a,b), k notin (a,b)).",
+    ),
 ]
 Hardware = Annotated[
     list[str] | None,

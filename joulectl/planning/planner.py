@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,6 +21,8 @@ from joulectl.planning import policy, twin
 from joulectl.planning.caps import CapPlan, num, plan_caps
 from joulectl.planning.hardware import COOLING_ZONE_LABEL, RACK_LABEL, RESERVED_LABEL, FactsCache, NodeFacts
 from joulectl.planning.options import POLICY_NAMES, ClusterInput, PlanOptions
+from joulectl.planning.selector import Requirement
+from joulectl.planning.selector import miss as selector_miss
 
 API_VERSION = "joulie.io/v1alpha1"
 ANNOTATION_PREFIX = "joulectl.io/"
@@ -41,23 +43,13 @@ class PlanResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _selector_miss(facts: NodeFacts, selector: Mapping[str, str | None] | None) -> str | None:
-    for key, value in (selector or {}).items():
-        if value is None:
-            if key not in facts.labels:
-                return f"does not match the selector (no label {key})"
-        elif facts.label(key) != value:
-            return f"does not match the selector {key}={value}"
-    return None
-
-
-def ineligibility(facts: NodeFacts, selector: Mapping[str, str | None] | None) -> str | None:
+def ineligibility(facts: NodeFacts, selector: Iterable[Requirement] = ()) -> str | None:
     """Why a node is not planned (reserved, unschedulable, selector), or None."""
     if facts.label(RESERVED_LABEL) == "true":
         return f"reserved ({RESERVED_LABEL}=true)"
     if facts.unschedulable:
         return "unschedulable (cordoned)"
-    return _selector_miss(facts, selector)
+    return selector_miss(selector, facts.labels)
 
 
 def _running(pod: PodRef) -> bool:
@@ -180,6 +172,7 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
     governor_models = frozenset(normalize(strip_gfd_suffix(str(k))) for k in options.governor_model_presets)
     now = now or datetime.now(timezone.utc)
     facts_cache = FactsCache(model_caps, governor_models)
+    requirements = options.selector_requirements()
 
     eligible: list[NodeFacts] = []
     ineligible: list[tuple[str, str]] = []
@@ -189,7 +182,7 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
         if not name:
             raise InputError("a node has no metadata.name", file=cluster.source)
         facts = facts_cache.facts(node, cluster.hardware.get(name))
-        reason = ineligibility(facts, options.selector)
+        reason = ineligibility(facts, requirements)
         if reason:
             ineligible.append((facts.name, reason))
         else:
