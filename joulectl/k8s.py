@@ -303,6 +303,8 @@ def _positive_int(value: Any) -> int | None:
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the ABC check's cost
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -429,12 +431,21 @@ class UnreadGpuNames:
     def add(self, node: Mapping[str, Any]) -> None:
         status = _mapping(node.get("status"))
         capacity, allocatable = _mapping(status.get("capacity")), _mapping(status.get("allocatable"))
-        names = set(capacity) | set(allocatable) if allocatable is not capacity else set(capacity)
-        for name in names:
-            if self._unread_resource(name):
-                self.resources[name] = self.resources.get(name, 0) + 1
+        seen_resource, seen_label = self._resource_seen, self._label_seen
+        counted: set[str] = set()
+        for resources in (capacity, allocatable):
+            for name in resources:
+                unread = seen_resource.get(name)
+                if unread is None:
+                    unread = self._unread_resource(name)
+                if unread and name not in counted:
+                    counted.add(name)
+                    self.resources[name] = self.resources.get(name, 0) + 1
         for key in _mapping(_mapping(node.get("metadata")).get("labels")):
-            if self._unread_label(key):
+            unread = seen_label.get(key)
+            if unread is None:
+                unread = self._unread_label(key)
+            if unread:
                 self.labels[key] = self.labels.get(key, 0) + 1
 
     def warnings(self) -> list[str]:
@@ -675,6 +686,9 @@ def format_hami_register(gpus: list[HamiGpu]) -> str:
     )
 
 
+_NOT_NAME = re.compile(r"[^a-z0-9-]")
+
+
 def sanitize_name(name: str) -> str:
     """Joulie's NodeTwin object name: lowercase, ``[^a-z0-9-]`` -> ``-``, ``-`` trimmed."""
-    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
+    return _NOT_NAME.sub("-", name.lower()).strip("-")

@@ -250,7 +250,7 @@ def register(app: typer.Typer) -> None:
         if fmt == "json":
             import sys
 
-            sys.stdout.write(json_list(result.twins))
+            write_json_list(result, sys.stdout)
             return
         emit(result.twins, fmt, lambda: plan_table(result))
 
@@ -258,6 +258,25 @@ def register(app: typer.Typer) -> None:
 #: Above this many twins ``-o json`` prints one twin per line (json's indenting encoder is pure
 #: Python and would take longer than the plan itself).
 JSON_INDENT_MAX_ITEMS = 1000
+
+
+def write_json_list(result: PlanResult, out: Any) -> None:
+    """The twins as a ``v1`` ``List``: indented, or for large fleets one compact twin per line,
+    written as they are made (:meth:`PlanResult.iter_twin_json`)."""
+    if len(result) <= JSON_INDENT_MAX_ITEMS:
+        out.write(json_list(result.twins))
+        return
+    out.write('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "items": [\n    ')
+    batch: list[str] = []
+    sep = ""
+    for text in result.iter_twin_json():
+        batch.append(text)
+        if len(batch) == 2000:  # a few large writes, not 100,000 small ones
+            out.write(sep + ",\n    ".join(batch))
+            sep, batch = ",\n    ", []
+    if batch:
+        out.write(sep + ",\n    ".join(batch))
+    out.write("\n  ]\n}\n")
 
 
 def json_list(items: list[dict[str, Any]]) -> str:

@@ -137,6 +137,8 @@ def _norm_product(name: str) -> str:
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the ABC check's cost
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -385,7 +387,11 @@ def signature_labels() -> tuple[str, ...]:
 
 
 def _resources_key(resources: Any) -> tuple[tuple[Any, Any], ...] | None:
-    return tuple(sorted(resources.items())) if isinstance(resources, Mapping) else None
+    """The resources as a key, in their order (another order of the same resources only costs a
+    second computation of the same facts)."""
+    if type(resources) is dict:
+        return tuple(resources.items())
+    return tuple(resources.items()) if isinstance(resources, Mapping) else None
 
 
 class FactsCache:
@@ -399,22 +405,27 @@ class FactsCache:
         self._labels = signature_labels()
 
     def facts(self, node: Mapping[str, Any], hardware: Mapping[str, Any] | None) -> NodeFacts:
-        if hardware:
-            return node_facts(node, hardware, self.model_caps, self.governor_model_presets)
         meta = _mapping(node.get("metadata"))
         labels = _mapping(meta.get("labels"))
         status = _mapping(node.get("status"))
+        hw_key: tuple[int, int] | None = None
+        if hardware:
+            # only status.cpu and status.gpu are read: nodes sharing those objects (the nodes of a
+            # ClusterSpec pool) share their facts; other NodeHardware objects are computed one by one
+            hw_status = _mapping(hardware.get("status"))
+            hw_key = (id(hw_status.get("cpu")), id(hw_status.get("gpu")))
         key = (
-            tuple(labels.get(k) for k in self._labels),
+            tuple(map(labels.get, self._labels)),
             _resources_key(status.get("capacity")),
             _resources_key(status.get("allocatable")),
+            hw_key,
         )
         try:
             template = self._templates.get(key)
         except TypeError:  # an unhashable value somewhere: no sharing
-            return node_facts(node, None, self.model_caps, self.governor_model_presets)
+            return node_facts(node, hardware, self.model_caps, self.governor_model_presets)
         if template is None:
-            template = node_facts(node, None, self.model_caps, self.governor_model_presets)
+            template = node_facts(node, hardware, self.model_caps, self.governor_model_presets)
             template.key = key
             self._templates[key] = template
             return template
@@ -423,4 +434,5 @@ class FactsCache:
         facts.name = str(meta.get("name") or "")
         facts.labels = labels
         facts.unschedulable = _mapping(node.get("spec")).get("unschedulable") is True
+        facts.has_hardware = bool(hardware)
         return facts

@@ -7,6 +7,7 @@ NodeHardware as plain data.
 from __future__ import annotations
 
 import gc
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -30,17 +31,112 @@ ANNOTATION_PREFIX = "joulectl.io/"
 NOT_RUNNING = frozenset({"Succeeded", "Failed", "Pending"})
 
 
-@dataclass
 class PlanResult:
-    """NodeTwin objects, one row per planned node, the nodes left out and why, and a fleet summary."""
+    """NodeTwin objects, one row per planned node, the nodes left out and why, and a fleet summary.
 
-    twins: list[dict[str, Any]]
-    nodes: list[dict[str, Any]]
-    ineligible: list[tuple[str, str]]
-    summary: dict[str, Any] = field(default_factory=dict)
-    #: things the input leaves doubtful (for stderr): no pods for queue-aware, telemetry or
-    #: NodeHardware naming no planned node
-    warnings: list[str] = field(default_factory=list)
+    The twins and rows are built when first asked for; :meth:`write_json` streams the twins without
+    building them (twins of one kind of node, profile, rack and measurement differ only by name)."""
+
+    def __init__(
+        self,
+        ineligible: list[tuple[str, str]],
+        summary: dict[str, Any],
+        warnings: list[str],
+        render: _Render | None = None,
+        twins: list[dict[str, Any]] | None = None,
+        nodes: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.ineligible = ineligible
+        self.summary = summary
+        #: things the input leaves doubtful (for stderr): no pods for queue-aware, telemetry or
+        #: NodeHardware naming no planned node, unread GPU names, uncatalogued models
+        self.warnings = warnings
+        self._render = render
+        self._twins = twins
+        self._nodes = nodes
+
+    def _build(self) -> None:
+        twins: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
+        if self._render is not None:
+            for doc, row in self._render.docs():
+                twins.append(doc)
+                rows.append(row)
+        self._twins, self._nodes = twins, rows
+
+    @property
+    def twins(self) -> list[dict[str, Any]]:
+        if self._twins is None:
+            self._build()
+        assert self._twins is not None
+        return self._twins
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        if self._nodes is None:
+            self._build()
+        assert self._nodes is not None
+        return self._nodes
+
+    def __len__(self) -> int:
+        return len(self._render.planned) if self._render is not None else len(self.twins)
+
+    def iter_twin_json(self) -> Iterator[str]:
+        """Each twin as compact JSON (``json.dumps``), in the order of :attr:`twins`."""
+        if self._render is None or self._twins is not None:
+            yield from (json.dumps(t, ensure_ascii=False) for t in self.twins)
+        else:
+            yield from self._render.json_texts()
+
+
+_OBJ, _NODE = "\x00obj\x00", "\x00node\x00"  # no JSON text holds a raw NUL
+
+
+@dataclass
+class _Render:
+    """What the twins of a plan are made of."""
+
+    planned: list[_Planned]
+    names: list[str]  # NodeTwin object names, parallel to planned
+    policy_name: str
+    cluster: ClusterInput
+    rack_w: Mapping[str, float]
+    cluster_it_w: float
+    updated: str
+    psu_scores: dict[str | None, float | int] = field(default_factory=dict)
+
+    def doc(self, p: _Planned, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return _twin(p, name, self.policy_name, self.cluster, self.rack_w, self.cluster_it_w, self.updated,
+                     self.psu_scores)
+
+    def docs(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        for p, name in zip(self.planned, self.names, strict=True):
+            yield self.doc(p, name)
+
+    def _kind(self, p: _Planned) -> tuple[Any, ...]:
+        """Everything of a twin but its names: twins of one kind print the same JSON."""
+        f, cluster = p.facts, self.cluster
+        measured = p.measured_w
+        return (id(p.sized), p.draining, f.label(RACK_LABEL), f.name in cluster.telemetry,
+                cluster.trends.get(f.name), measured, f.label(COOLING_ZONE_LABEL) if measured else None)
+
+    def json_texts(self) -> Iterator[str]:
+        from json.encoder import encode_basestring  # json.dumps(str, ensure_ascii=False), in C
+
+        templates: dict[tuple[Any, ...], str] = {}
+        for p, name in zip(self.planned, self.names, strict=True):
+            kind = self._kind(p)
+            template = templates.get(kind)
+            node = encode_basestring(p.facts.name)
+            obj = encode_basestring(name)
+            if template is None:
+                text = json.dumps(self.doc(p, name)[0], ensure_ascii=False)
+                template = text.replace('"metadata": {"name": ' + obj, '"metadata": {"name": ' + _OBJ, 1).replace(
+                    '"spec": {"nodeName": ' + node, '"spec": {"nodeName": ' + _NODE, 1)
+                templates[kind] = template
+                yield text
+                continue
+            yield template.replace(_OBJ, obj, 1).replace(_NODE, node, 1)
 
 
 def ineligibility(facts: NodeFacts, selector: Iterable[Requirement] = ()) -> str | None:
@@ -226,12 +322,8 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
             rack_w[rack] += p.sized.budget.node_capped_w
     cluster_it_w = sum(p.measured_w for p in planned)
 
-    twins: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
     object_names: dict[str, str] = {}
-    policy_name = POLICY_NAMES[options.policy]
-    updated = _iso(now)
-    psu_scores: dict[str | None, float | int] = {}
+    names: list[str] = []
     for p in planned:
         obj_name = sanitize_name(p.facts.name)
         if not obj_name:
@@ -242,13 +334,10 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
                 file=cluster.source,
             )
         object_names[obj_name] = p.facts.name
-        doc, row = _twin(p, obj_name, policy_name, cluster, rack_w, cluster_it_w, updated, psu_scores)
-        twins.append(doc)
-        rows.append(row)
-
+        names.append(obj_name)
+    render = _Render(planned, names, POLICY_NAMES[options.policy], cluster, rack_w, cluster_it_w, _iso(now))
     summary = _summary(planned, ineligible, options, sized_count, hp, demand, len(cluster.nodes))
-    return PlanResult(twins=twins, nodes=rows, ineligible=ineligible, summary=summary,
-                      warnings=_warnings(cluster, options, planned))
+    return PlanResult(ineligible, summary, _warnings(cluster, options, planned), render)
 
 
 def _some(names: list[str], limit: int = 3) -> str:
