@@ -369,21 +369,34 @@ def to_document(verdicts: Sequence[PodVerdict], now: datetime) -> dict[str, Any]
 
 def write_json(verdicts: Sequence[PodVerdict], now: datetime, out: IO[str]) -> None:
     """The ``ScheduleCheck`` object as JSON, written pod by pod: one line per node verdict, and the
-    node list of a pod shape encoded once for every pod of that shape."""
+    node list of a pod shape encoded once for every pod of that shape (as UTF-8 bytes, written to
+    the stream's buffer when it has one: a million node verdicts are 140 MB)."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None:
+        out.flush()
+
+    def write(text: str, encoded: bytes | None = None) -> None:
+        if buffer is not None:
+            buffer.write(encoded if encoded is not None else text.encode("utf-8"))
+        else:
+            out.write(text)
+
     head = json.dumps(_head(verdicts, now), indent=2, ensure_ascii=False)
-    out.write(head[:-2] + ',\n  "pods": [')
-    encoded: dict[int, str] = {}
+    write(head[:-2] + ',\n  "pods": [')
+    encoded: dict[int, tuple[str, bytes]] = {}
     dumps = json.dumps
     for i, v in enumerate(verdicts):
         nodes = encoded.get(id(v.nodes))
         if nodes is None:
-            nodes = encoded[id(v.nodes)] = ",\n".join(
-                "        " + dumps(_node_entry(n), ensure_ascii=False) for n in v.nodes
-            )
+            text = ",\n".join("        " + dumps(_node_entry(n), ensure_ascii=False) for n in v.nodes)
+            text = ',\n      "nodes": [\n' + text + "\n      ]\n    }"
+            nodes = encoded[id(v.nodes)] = (text, text.encode("utf-8"))
         pod = dumps(_pod_entry(v, with_nodes=False), indent=2, ensure_ascii=False)
-        body = "\n".join("    " + line for line in pod[:-2].splitlines())
-        out.write(("," if i else "") + "\n" + body + ',\n      "nodes": [\n' + nodes + "\n      ]\n    }")
-    out.write("\n  ]\n}\n" if verdicts else "]\n}\n")
+        write(("," if i else "") + "\n" + "\n".join("    " + line for line in pod[:-2].splitlines()))
+        write(*nodes)
+    write("\n  ]\n}\n" if verdicts else "]\n}\n")
+    if buffer is not None:
+        buffer.flush()
 
 
 def unschedulable(verdicts: Sequence[PodVerdict]) -> list[str]:

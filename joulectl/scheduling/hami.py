@@ -30,7 +30,7 @@ anything else ``spread``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from joulectl.k8s import HamiGpu, parse_quantity
@@ -282,8 +282,8 @@ class Fit:
 
 def fit_in_certain_device(cards: Sequence[Card], request: ContainerRequest, sel: Selection) -> Fit:
     """HAMi's fitInCertainDevice over ``cards`` in their sorted order, walked from the last."""
-    k = request
-    orig = k.nums
+    orig = nums = request.nums
+    cores = request.cores
     prevnuma = -1
     placed: list[Placed] = []
     rejected: dict[str, str] = {}
@@ -293,7 +293,7 @@ def fit_in_certain_device(cards: Sequence[Card], request: ContainerRequest, sel:
             rejected[card.uuid] = "type"
             continue
         if sel.numa_bind and prevnuma != card.numa:
-            k = replace(k, nums=orig)
+            nums = orig
             prevnuma = card.numa
             placed = []
         if not sel.uuid_passes(card.uuid):
@@ -302,25 +302,25 @@ def fit_in_certain_device(cards: Sequence[Card], request: ContainerRequest, sel:
         if card.count <= card.used:
             rejected[card.uuid] = "split"
             continue
-        if k.cores > 100:
-            k = replace(k, cores=100)
-        memreq = k.mem_for(card)
+        if cores > 100:
+            cores = 100
+        memreq = request.mem_for(card)
         if card.total_mem - card.used_mem < memreq:
             rejected[card.uuid] = "memory"
             continue
-        if card.total_cores - card.used_cores < k.cores:
+        if card.total_cores - card.used_cores < cores:
             rejected[card.uuid] = "cores"
             continue
-        if card.total_cores == 100 and k.cores == 100 and card.used > 0:
+        if card.total_cores == 100 and cores == 100 and card.used > 0:
             rejected[card.uuid] = "exclusive"
             continue
-        if card.total_cores != 0 and card.used_cores == card.total_cores and k.cores == 0:
+        if card.total_cores != 0 and card.used_cores == card.total_cores and cores == 0:
             rejected[card.uuid] = "full"
             continue
-        if k.nums > 0:
-            k = replace(k, nums=k.nums - 1)
-            placed.append(Placed(card.uuid, card.index, memreq, k.cores))
-        if k.nums == 0:
+        if nums > 0:
+            nums -= 1
+            placed.append(Placed(card.uuid, card.index, memreq, cores))
+        if nums == 0:
             return Fit(True, placed, rejected)
     return Fit(False, placed, rejected)
 
@@ -473,4 +473,10 @@ def cards_of(register: Sequence[HamiGpu]) -> list[Card]:
 
 
 def copy_cards(cards: Iterable[Card]) -> list[Card]:
-    return [replace(c) for c in cards]
+    """Copies to fit a pod on (``dataclasses.replace`` is ten times slower)."""
+    out = []
+    for c in cards:
+        copy = object.__new__(Card)
+        copy.__dict__.update(c.__dict__)
+        out.append(copy)
+    return out

@@ -372,3 +372,23 @@ def test_spec_path_uses_the_plan_flags(cli: Callable[..., Any], files: Callable[
     # every node at performance: the performance pod fits both
     code, doc = _doc(cli, [path, "--spec", str(spec), "--performance-fraction", "1"])
     assert code == 0 and all(n["fits"] for n in doc["pods"][0]["nodes"])
+
+
+def test_table_groups_pods_of_one_shape_and_the_reasons_nodes_fail(cli: Callable[..., Any],
+                                                                    files: Callable[..., list[str]]) -> None:
+    pods = [_pod(f"infer-{i}", {"nvidia.com/gpu": 1}) for i in range(3)] + [_pod("cpu", {"cpu": "1"})]
+    r = cli("schedule-check", *files(pods))
+    assert r.exit_code == 0
+    blocks = r.stdout.split("\n\n")
+    # one block for the three identical pods, one for the CPU pod
+    assert blocks[0].splitlines()[0] == ("3 pods of one shape: Pod ml/infer-0, Pod ml/infer-1, Pod ml/infer-2 "
+                                         "(standard, 1 nvidia.com/gpu): fits, best node h100-0")
+    rows = [line.split() for line in blocks[0].splitlines()[2:]]
+    # the best node first, then by score (a100-0 75, h100-1 57, as in the scoring test above)
+    assert [row[:3] for row in rows[:3]] == [["yes", "h100-0", "83"], ["yes", "a100-0", "75"],
+                                             ["yes", "h100-1", "57"]]
+    assert " ".join(rows[3]) == "no 1 node: cpu-0 - needs 1 nvidia.com/gpu, node has no GPU resources"
+    assert " ".join(rows[4]) == ("no 1 node: mig-0 - needs 1 nvidia.com/gpu, node offers none "
+                                 "(it has nvidia.com/mig-1g.5gb: 14)")
+    # cpu-0: eco twin, headroom 100, cooling 0: 70 + 15 + 10 (standard on eco) = 95
+    assert blocks[1].splitlines()[0] == "Pod ml/cpu (standard, no GPU): fits, best node cpu-0"
