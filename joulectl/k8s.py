@@ -363,7 +363,7 @@ def node_gpu_count(node: Mapping[str, Any], hardware: Mapping[str, Any] | None =
     A MIG device is never counted as a GPU.
     """
     if hardware:
-        gpu = _mapping(_mapping(hardware.get("status")).get("gpu"))
+        gpu = _mapping(_mapping(_mapping(hardware).get("status")).get("gpu"))
         n = _positive_int(gpu.get("count"))
         if n is not None:
             return n, "nodehardware"

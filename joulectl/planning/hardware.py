@@ -412,7 +412,7 @@ class FactsCache:
         if hardware:
             # only status.cpu and status.gpu are read: nodes sharing those objects (the nodes of a
             # ClusterSpec pool) share their facts; other NodeHardware objects are computed one by one
-            hw_status = _mapping(hardware.get("status"))
+            hw_status = _mapping(_mapping(hardware).get("status"))
             hw_key = (id(hw_status.get("cpu")), id(hw_status.get("gpu")))
         key = (
             tuple(map(labels.get, self._labels)),
