@@ -14,10 +14,15 @@ Method:
   ``python -m joulectl plan --nodes FILE -o json`` runs as a subprocess (stdout to /dev/null):
   wall time (median), CPU time per run and the children's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``), next to
   ``python -m joulectl --version`` for the interpreter and CLI start-up alone.
+- ``--cli-cases`` (issue 20): ``plan --nodes`` of 10,000 and 100,000 exported nodes and ``plan`` of
+  a 100,000-node ClusterSpec (20,000 8x H100, 20,000 8x MI300X, 20,000 4x L40S, 40,000 Xeon
+  nodes), each run in a fresh helper process so the peak RSS is that run's alone.
 
-Target: 10,000 nodes in about a second, linear in nodes.
+Targets: 10,000 nodes in about a second, linear in nodes; 100,000 nodes (ClusterSpec and export)
+under 5 s and 500 MB; ``--nodes`` of 10,000 under 2 s.
 
-Usage: ``python benchmarks/bench_plan.py [--sizes 1000,10000,100000] [--repeat 3] [--cli-nodes 10000]``.
+Usage: ``python benchmarks/bench_plan.py [--sizes 1000,10000,100000] [--repeat 3] [--cli-nodes 10000]
+[--cli-cases nodes-10000,nodes-100000,spec-100000]``.
 """
 
 from __future__ import annotations
@@ -135,13 +140,56 @@ def bench_cli(n: int, repeat: int) -> tuple[float, float, float, float, float]:
     return statistics.median(times), cpu, version, peak_kib / 1024, size_mib
 
 
+SPEC_POOLS = [("h100", "nvidia-h100-sxm-8gpu", 0.2), ("mi300x", "amd-instinct-mi300x-8gpu", 0.2),
+              ("l40s", "nvidia-l40s-4gpu", 0.2), ("cpu", "intel-xeon-2s-rapl", 0.4)]
+
+
+def bench_cli_cases(cases: list[str], repeat: int) -> None:
+    """The issue-20 cases, each run in a fresh helper (``bench_schedule_check.measure``)."""
+    import yaml
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_schedule_check import measure
+
+    base = [sys.executable, "-m", "joulectl"]
+    print("| case | input | wall | CPU | peak RSS |")
+    print("|---|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in cases:
+            kind, n = case.split("-")
+            count = int(n)
+            if kind == "nodes":
+                path = os.path.join(tmp, f"nodes-{count}.json")
+                with open(path, "w") as fh:
+                    json.dump({"apiVersion": "v1", "kind": "List", "items": generate(count)}, fh)
+                argv = [*base, "plan", "--nodes", path, "-o", "json"]
+            else:
+                path = os.path.join(tmp, f"spec-{count}.yaml")
+                pools = [{"name": name, "profile": prof, "count": int(count * share)}
+                         for name, prof, share in SPEC_POOLS]
+                with open(path, "w") as fh:
+                    yaml.safe_dump({"apiVersion": "sim.joulie.io/v1alpha1", "kind": "ClusterSpec",
+                                    "metadata": {"name": "bench"}, "spec": {"pools": pools}}, fh)
+                argv = [*base, "plan", path, "-o", "json"]
+            env = {**os.environ, "JOULECTL_MAX_INPUT_BYTES": str(1 << 30)}
+            os.environ.update(env)
+            runs = [measure(argv) for _ in range(repeat)]
+            size = os.path.getsize(path) / 2**20
+            print(f"| {case} | {size:.1f} MiB | {statistics.median(r[0] for r in runs):.2f} s "
+                  f"| {statistics.median(r[1] for r in runs):.2f} s | {max(r[2] for r in runs):.0f} MiB |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cli-nodes", type=int, default=10_000)
+    ap.add_argument("--cli-cases", default="")
     args = ap.parse_args()
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    if args.cli_cases:
+        bench_cli_cases(args.cli_cases.split(","), args.repeat)
+        return
     if args.cli_nodes:  # first: a forked child counts the parent's pages in its peak RSS
         seconds, cpu, version, rss, size = bench_cli(args.cli_nodes, args.repeat)
         print(f"CLI plan --nodes ({args.cli_nodes} nodes, {size:.1f} MiB JSON) -o json: {seconds:.3f} s wall, "

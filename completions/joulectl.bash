@@ -134,11 +134,14 @@ _joulectl() {
                 --governor-model-presets) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 --telemetry) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 --selector) COMPREPLY=(); return ;;
+                --gpu-resource) COMPREPLY=(); return ;;
+                --gpu-share-resource) COMPREPLY=(); return ;;
+                --gpu-product-label) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--nodes --hardware --policy --performance-fraction --queue-base-fraction --queue-min --queue-max --pods-per-performance-node --pods --gpu-eco-pct --gpu-performance-pct --cpu-eco-pct --cpu-performance-pct --absolute-caps --model-caps --gpu-governor --governor-model-presets --cpu-eco-cap-on-uncappable-gpu-nodes --telemetry --selector --profiles-dir -o --output" -- "$cur"))
+                COMPREPLY=($(compgen -W "--nodes --hardware --policy --performance-fraction --queue-base-fraction --queue-min --queue-max --pods-per-performance-node --pods --gpu-eco-pct --gpu-performance-pct --cpu-eco-pct --cpu-performance-pct --absolute-caps --model-caps --gpu-governor --governor-model-presets --cpu-eco-cap-on-uncappable-gpu-nodes --telemetry --selector --gpu-resource --gpu-share-resource --gpu-product-label --profiles-dir -o --output" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi
@@ -166,11 +169,14 @@ _joulectl() {
                 --governor-model-presets) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 --telemetry) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 --selector) COMPREPLY=(); return ;;
+                --gpu-resource) COMPREPLY=(); return ;;
+                --gpu-share-resource) COMPREPLY=(); return ;;
+                --gpu-product-label) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--spec --nodes --twins --hardware --now --policy --performance-fraction --queue-base-fraction --queue-min --queue-max --pods-per-performance-node --pods --gpu-eco-pct --gpu-performance-pct --cpu-eco-pct --cpu-performance-pct --absolute-caps --model-caps --gpu-governor --governor-model-presets --cpu-eco-cap-on-uncappable-gpu-nodes --telemetry --selector --profiles-dir -o --output" -- "$cur"))
+                COMPREPLY=($(compgen -W "--spec --nodes --twins --hardware --now --policy --performance-fraction --queue-base-fraction --queue-min --queue-max --pods-per-performance-node --pods --gpu-eco-pct --gpu-performance-pct --cpu-eco-pct --cpu-performance-pct --absolute-caps --model-caps --gpu-governor --governor-model-presets --cpu-eco-cap-on-uncappable-gpu-nodes --telemetry --selector --gpu-resource --gpu-share-resource --gpu-product-label --profiles-dir -o --output" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi
@@ -220,9 +226,12 @@ _joulectl() {
             case "$prev" in
                 -o|--output) COMPREPLY=($(compgen -W "yaml json" -- "$cur")); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+                --gpu-resource) COMPREPLY=(); return ;;
+                --gpu-share-resource) COMPREPLY=(); return ;;
+                --gpu-product-label) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "-o --output --profiles-dir" -- "$cur"))
+                COMPREPLY=($(compgen -W "-o --output --profiles-dir --gpu-resource --gpu-share-resource --gpu-product-label" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi
@@ -242,7 +251,7 @@ _joulectl() {
                 --trace) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--root --ticks --duration --tick --fast --workers --profiles-dir --listen --otlp-endpoint --otlp-protocol -o --output --trace" -- "$cur"))
+                COMPREPLY=($(compgen -W "--root --ticks --duration --tick --fast --workers --profiles-dir --listen --otlp-endpoint --otlp-protocol --fuse -o --output --trace" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi

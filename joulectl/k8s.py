@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from joulectl.catalog import strip_gfd_suffix
+from joulectl.catalog import mig_instances_per_gpu, mig_profile_of, strip_gfd_suffix
 
 # -- quantities -------------------------------------------------------------------------------
 
@@ -46,7 +48,8 @@ def parse_quantity(value: Any) -> float:
 
 # -- GPU resources ----------------------------------------------------------------------------
 
-#: Resources that belong to GPU device plugins but are not GPUs.
+#: Resources that belong to GPU device plugins but are not GPUs (HAMi's memory and core shares are
+#: read by the card-level fit of :mod:`joulectl.scheduling.hami`, not counted as GPUs).
 NOT_GPU_RESOURCES = frozenset(
     {
         "gpu.intel.com/i915_monitoring",
@@ -60,20 +63,23 @@ NOT_GPU_RESOURCES = frozenset(
         "nvidia.com/priority",
     }
 )
-_MIG = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_MIG = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb(\+me)?$")
+_RESOURCE_NAME = re.compile(r"^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-z0-9A-Z]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$")
+_LABEL_KEY = re.compile(r"^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$")
 
 
 @dataclass(frozen=True)
 class GpuResource:
     """How one extended resource counts as GPUs.
 
-    ``kind`` is ``whole`` (one unit = one GPU), ``mig`` (one MIG device = ``slices``/7 of a GPU)
-    or ``shared`` (a time-sliced replica, counted as one unit of its resource).
+    ``kind`` is ``whole`` (one unit = one GPU), ``mig`` (one MIG device = ``slices``/7 of a GPU),
+    ``shared`` (a time-sliced replica, counted as one unit of its resource) or ``share`` (a
+    configured share resource: ``weight`` GPUs per unit, 1/UNITS).
     """
 
     name: str
     vendor: str  # nvidia | amd | intel | other
-    kind: str  # whole | mig | shared
+    kind: str  # whole | mig | shared | share
     weight: float  # GPUs per unit, an estimate for MIG slices
 
     @property
@@ -81,9 +87,136 @@ class GpuResource:
         return self.kind == "whole"
 
 
+def _vendor_of(name: str) -> str:
+    domain = name.partition("/")[0]
+    if domain.endswith("nvidia.com"):
+        return "nvidia"
+    if domain.endswith("amd.com"):
+        return "amd"
+    if domain.endswith("intel.com"):
+        return "intel"
+    return "other"
+
+
+#: The environment variables of the GPU configuration (used when the flag is not given).
+ENV_GPU_RESOURCES = "JOULECTL_GPU_RESOURCES"
+ENV_GPU_SHARE_RESOURCES = "JOULECTL_GPU_SHARE_RESOURCES"
+ENV_GPU_PRODUCT_LABEL_KEYS = "JOULECTL_GPU_PRODUCT_LABEL_KEYS"
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """The GPU resources and product labels a fleet uses beyond the built-in ones.
+
+    ``resources`` count whole GPUs (one unit, one GPU); ``share_resources`` map a resource to the
+    units that make one GPU (1000 milli-GPUs, 100 cores); ``product_labels`` are label keys naming
+    the GPU model, read after the built-in ones (:data:`GPU_PRODUCT_LABEL_KEYS`).
+    """
+
+    resources: frozenset[str] = frozenset()
+    share_resources: tuple[tuple[str, float], ...] = ()
+    product_labels: tuple[str, ...] = ()
+
+    @property
+    def label_keys(self) -> tuple[str, ...]:
+        return GPU_PRODUCT_LABEL_KEYS + tuple(k for k in self.product_labels if k not in GPU_PRODUCT_LABEL_KEYS)
+
+    @property
+    def shares(self) -> dict[str, float]:
+        return dict(self.share_resources)
+
+
+def parse_gpu_config(
+    resources: Iterable[str] | None = None,
+    share_resources: Iterable[str] | None = None,
+    product_labels: Iterable[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> GpuConfig:
+    """The configuration of ``--gpu-resource``, ``--gpu-share-resource`` and ``--gpu-product-label``;
+    a flag not given falls back to its environment variable (comma-separated).
+
+    Raises ValueError naming the flag (``--gpu-resource: ...``) for an invalid name."""
+    import os
+
+    env = os.environ if env is None else env
+
+    def values(given: Iterable[str] | None, var: str) -> list[str]:
+        items = list(given or [])
+        if not items and env.get(var):
+            items = [env[var]]
+        return [v.strip() for raw in items for v in str(raw).split(",") if v.strip()]
+
+    whole: set[str] = set()
+    for name in values(resources, ENV_GPU_RESOURCES):
+        if not _RESOURCE_NAME.match(name):
+            raise ValueError(f"--gpu-resource: {name!r} is not a resource name (like example.com/gpu)")
+        whole.add(name.lower())
+    shares: dict[str, float] = {}
+    for item in values(share_resources, ENV_GPU_SHARE_RESOURCES):
+        name, sep, units = item.partition("=")
+        name = name.strip()
+        if not sep or not _RESOURCE_NAME.match(name):
+            raise ValueError(
+                f"--gpu-share-resource: expected NAME=UNITS (like example.com/gpu-milli=1000), got {item!r}"
+            )
+        try:
+            per_gpu = float(units)
+        except ValueError:
+            per_gpu = float("nan")
+        if not math.isfinite(per_gpu) or per_gpu <= 0:
+            raise ValueError(f"--gpu-share-resource: UNITS of {name} must be a number above 0, got {units.strip()!r}")
+        shares[name.lower()] = per_gpu
+    both = sorted(whole & set(shares))
+    if both:
+        raise ValueError(f"--gpu-share-resource: {both[0]} is also given as --gpu-resource")
+    keys: list[str] = []
+    for key in values(product_labels, ENV_GPU_PRODUCT_LABEL_KEYS):
+        if not _LABEL_KEY.match(key) or len(key.partition("/")[2] or key) > 63:
+            raise ValueError(f"--gpu-product-label: {key!r} is not a label key")
+        if key not in keys:
+            keys.append(key)
+    return GpuConfig(frozenset(whole), tuple(sorted(shares.items())), tuple(keys))
+
+
+_config = GpuConfig()
+
+
+def gpu_config() -> GpuConfig:
+    """The GPU configuration in force (set by the commands from their flags)."""
+    return _config
+
+
+def set_gpu_config(config: GpuConfig) -> GpuConfig:
+    """Put ``config`` in force for the process; returns the one it replaces."""
+    global _config
+    previous, _config = _config, config
+    _classify.cache_clear()
+    return previous
+
+
+@contextmanager
+def using_gpu_config(config: GpuConfig) -> Iterator[GpuConfig]:
+    previous = set_gpu_config(config)
+    try:
+        yield config
+    finally:
+        set_gpu_config(previous)
+
+
 def gpu_resource(name: str) -> GpuResource | None:
     """Classify an extended resource name; None when it is not a GPU resource."""
+    return _classify(name)
+
+
+@lru_cache(maxsize=4096)
+def _classify(name: str) -> GpuResource | None:
     key = name.strip().lower()
+    config = _config
+    if key in config.resources:
+        return GpuResource(key, _vendor_of(key), "whole", 1.0)
+    per_gpu = config.shares.get(key)
+    if per_gpu is not None:
+        return GpuResource(key, _vendor_of(key), "share", 1.0 / per_gpu)
     if key in NOT_GPU_RESOURCES:
         return None
     if key == "nvidia.com/gpu":
@@ -152,8 +285,9 @@ def name_of(obj: Mapping[str, Any]) -> str:
 
 
 def node_gpu_product(labels: Mapping[str, str]) -> str | None:
-    """The node's GPU product from its labels, without GFD suffixes."""
-    for key in GPU_PRODUCT_LABEL_KEYS:
+    """The node's GPU product from its labels (built-in keys, then ``--gpu-product-label`` keys),
+    without GFD suffixes."""
+    for key in _config.label_keys:
         value = labels.get(key)
         if value:
             return strip_gfd_suffix(value)
@@ -168,21 +302,72 @@ def _positive_int(value: Any) -> int | None:
     return n if n > 0 else None
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the ABC check's cost
+        return value
+    return value if isinstance(value, Mapping) else {}
+
+
+def _physical(devices: float, per_gpu: int) -> int:
+    return math.ceil(devices / per_gpu - 1e-9)
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _resource_gpus(resources: Mapping[str, Any], labels: Mapping[str, Any]) -> tuple[float, list[str]]:
+    """Physical GPUs the node's GPU resources stand for, and how the ones that are not whole GPUs
+    were counted: ``nvidia.com/gpu`` under the single MIG strategy (MIG devices of the product's
+    profile) or time-slicing without renaming (``nvidia.com/gpu.replicas`` each), MIG resources
+    (their instances per GPU), shared replicas (``gpu.replicas`` each) and share resources (UNITS
+    each)."""
+    product = str(labels.get("nvidia.com/gpu.product") or "")
+    base = strip_gfd_suffix(product)
+    single = mig_profile_of(product)
+    replicas = _positive_int(labels.get("nvidia.com/gpu.replicas")) or 1
+    total = 0.0
+    how: list[str] = []
+    for name, units in gpu_resources(resources).items():
+        res = _classify(name)
+        if res is None or units <= 0:
+            continue
+        if name == "nvidia.com/gpu" and single:
+            per = mig_instances_per_gpu(base, single)
+            total += _physical(units, per)
+            how.append(f"{_fmt(units)} MIG devices {single}, {per} per GPU")
+        elif res.kind == "mig":
+            profile = name.removeprefix("nvidia.com/mig-")
+            per = mig_instances_per_gpu(base, profile)
+            total += units / per
+            how.append(f"{_fmt(units)} {name}, {per} per GPU")
+        elif res.kind == "shared" or (name == "nvidia.com/gpu" and product.upper().endswith("-SHARED")):
+            total += units / replicas
+            how.append(f"{_fmt(units)} {name}, {replicas} per GPU")
+        elif res.kind == "share":
+            total += units * res.weight
+            how.append(f"{_fmt(units)} {name}, {_fmt(1.0 / res.weight)} per GPU")
+        else:
+            total += units
+    return total, how
+
+
 def node_gpu_count(node: Mapping[str, Any], hardware: Mapping[str, Any] | None = None) -> tuple[int, str]:
     """The node's physical GPU count and where it came from (seed precedence).
 
     1. its NodeHardware ``status.gpu.count``; 2. ``joulie.io/hw.gpu-count``; 3. GFD's
-    ``nvidia.com/gpu.count`` unless the product is suffixed ``-MIG-`` (the single MIG strategy then
-    counts MIG devices); 4. ``gpu.intel.com/device.count``; 5. the units of the node's GPU resources
-    (allocatable, else capacity), which count MIG devices, partitions and replicas.
+    ``nvidia.com/gpu.count``, which under the single MIG strategy (product suffixed
+    ``-MIG-<profile>``) counts MIG devices: divided by the profile's instances per GPU (an H100's
+    ``1g.10gb``: 7); 4. ``gpu.intel.com/device.count``; 5. the node's GPU resources (allocatable,
+    else capacity), MIG devices, replicas and shares turned into the GPUs they stand for.
+    A MIG device is never counted as a GPU.
     """
     if hardware:
-        hw_status = hardware.get("status") if isinstance(hardware, Mapping) else None
-        gpu = (hw_status.get("gpu") or {}) if isinstance(hw_status, Mapping) else {}
-        n = _positive_int(gpu.get("count")) if isinstance(gpu, Mapping) else None
+        gpu = _mapping(_mapping(_mapping(hardware).get("status")).get("gpu"))
+        n = _positive_int(gpu.get("count"))
         if n is not None:
             return n, "nodehardware"
-        if isinstance(gpu, Mapping) and gpu.get("count") == 0 and gpu.get("present") is False:
+        if gpu.get("count") == 0 and gpu.get("present") is False:
             return 0, "nodehardware"
     labels = labels_of(node)
     n = _positive_int(labels.get("joulie.io/hw.gpu-count"))
@@ -190,19 +375,134 @@ def node_gpu_count(node: Mapping[str, Any], hardware: Mapping[str, Any] | None =
         return n, "joulie.io/hw.gpu-count"
     product = labels.get("nvidia.com/gpu.product", "")
     n = _positive_int(labels.get("nvidia.com/gpu.count"))
-    if n is not None and "-MIG-" not in product.upper():
-        return n, "nvidia.com/gpu.count"
+    if n is not None:
+        profile = mig_profile_of(product)
+        if profile is not None:
+            per = mig_instances_per_gpu(strip_gfd_suffix(product), profile)
+            return _physical(n, per), f"nvidia.com/gpu.count: {n} MIG devices {profile}, {per} per GPU"
+        if "-MIG-" not in product.upper():  # -MIG-INVALID: the count says nothing physical
+            return n, "nvidia.com/gpu.count"
     n = _positive_int(labels.get("gpu.intel.com/device.count"))
     if n is not None:
         return n, "gpu.intel.com/device.count"
-    status = node.get("status") if isinstance(node, Mapping) else None
-    if not isinstance(status, Mapping):
-        status = {}
+    status = _mapping(node.get("status") if isinstance(node, Mapping) else None)
     resources = status.get("allocatable") or status.get("capacity") or {}
-    units = sum(gpu_resources(resources).values())
-    if units > 0:
-        return math.ceil(units - 1e-9), "resources"
+    gpus, how = _resource_gpus(_mapping(resources), labels)
+    if gpus > 0:
+        return _physical(gpus, 1), "resources" + (f": {'; '.join(how)}" if how else "")
     return 0, "none"
+
+
+#: Label namespaces whose GPU-looking keys joulectl knows (GFD, NFD, the vendors', Joulie's, HAMi's).
+KNOWN_LABEL_PREFIXES = (
+    "nvidia.com/", "amd.com/", "beta.amd.com/", "gpu.intel.com/", "feature.node.kubernetes.io/", "joulie.io/",
+    "sim.joulie.io/", "joulectl.io/", "hami.io/",
+)
+
+
+class UnreadGpuNames:
+    """Capacity names and label keys that look like GPUs (``gpu`` in the name, any case) and that
+    joulectl does not read, counted over nodes: each becomes one warning naming the flag that would
+    read it."""
+
+    def __init__(self) -> None:
+        self.resources: dict[str, int] = {}
+        self.labels: dict[str, int] = {}
+        self._resource_seen: dict[str, bool] = {}
+        self._label_seen: dict[str, bool] = {}
+        self._label_keys = frozenset(_config.label_keys)
+
+    def _unread_resource(self, name: str) -> bool:
+        seen = self._resource_seen.get(name)
+        if seen is None:
+            key = name.strip().lower()
+            seen = "gpu" in key and _classify(key) is None and key not in NOT_GPU_RESOURCES
+            self._resource_seen[name] = seen
+        return seen
+
+    def _unread_label(self, key: str) -> bool:
+        seen = self._label_seen.get(key)
+        if seen is None:
+            seen = ("gpu" in key.lower() and key not in self._label_keys
+                    and not key.startswith(KNOWN_LABEL_PREFIXES))
+            self._label_seen[key] = seen
+        return seen
+
+    def add(self, node: Mapping[str, Any]) -> None:
+        status = _mapping(node.get("status"))
+        capacity, allocatable = _mapping(status.get("capacity")), _mapping(status.get("allocatable"))
+        seen_resource, seen_label = self._resource_seen, self._label_seen
+        counted: set[str] = set()
+        for resources in (capacity, allocatable):
+            for name in resources:
+                unread = seen_resource.get(name)
+                if unread is None:
+                    unread = self._unread_resource(name)
+                if unread and name not in counted:
+                    counted.add(name)
+                    self.resources[name] = self.resources.get(name, 0) + 1
+        for key in _mapping(_mapping(node.get("metadata")).get("labels")):
+            unread = seen_label.get(key)
+            if unread is None:
+                unread = self._unread_label(key)
+            if unread:
+                self.labels[key] = self.labels.get(key, 0) + 1
+
+    def warnings(self) -> list[str]:
+        out = []
+        for name, n in sorted(self.resources.items()):
+            nodes = f"{n} node advertises" if n == 1 else f"{n} nodes advertise"
+            out.append(
+                f"{nodes} {name}, which joulectl does not read as GPUs: give --gpu-resource {name} if one unit "
+                f"is one GPU, or --gpu-share-resource {name}=UNITS if UNITS make one GPU"
+            )
+        for key, n in sorted(self.labels.items()):
+            nodes = f"{n} node carries" if n == 1 else f"{n} nodes carry"
+            out.append(
+                f"{nodes} the label {key}, which joulectl does not read: give --gpu-product-label {key} if it "
+                "names the GPU model"
+            )
+        return out
+
+
+def unread_gpu_names(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The warnings of :class:`UnreadGpuNames` over ``nodes``."""
+    names = UnreadGpuNames()
+    for node in nodes:
+        names.add(node)
+    return names.warnings()
+
+
+#: The resources a vendor's device plugin advertises whole GPUs under.
+VENDOR_WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
+
+
+def expose_gpus_as(node: dict[str, Any], config: GpuConfig) -> dict[str, Any]:
+    """``node`` as a fleet with its own device plugin shows it (``simulate render-nodes`` with the GPU
+    flags): the vendor's whole-GPU resource renamed to the first ``--gpu-resource``, each
+    ``--gpu-share-resource`` advertised as UNITS per GPU, the product copied to each
+    ``--gpu-product-label``. Changed in place and returned."""
+    meta = node.setdefault("metadata", {})
+    labels = meta.setdefault("labels", {})
+    product = node_gpu_product(labels)
+    count = _positive_int(labels.get("joulie.io/hw.gpu-count")) or 0
+    status = node.get("status") or {}
+    for section in ("capacity", "allocatable"):
+        resources = status.get(section)
+        if not isinstance(resources, dict):
+            continue
+        if config.resources:
+            target = sorted(config.resources)[0]
+            for name in VENDOR_WHOLE_GPU_RESOURCES:
+                if name in resources:
+                    resources[target] = resources.pop(name)
+        for name, per_gpu in config.share_resources:
+            if count:
+                resources[name] = _fmt(count * per_gpu)
+    if product:
+        for key in config.product_labels:
+            labels[key] = product
+    return node
 
 
 # -- pods -----------------------------------------------------------------------------------------
@@ -386,6 +686,9 @@ def format_hami_register(gpus: list[HamiGpu]) -> str:
     )
 
 
+_NOT_NAME = re.compile(r"[^a-z0-9-]")
+
+
 def sanitize_name(name: str) -> str:
     """Joulie's NodeTwin object name: lowercase, ``[^a-z0-9-]`` -> ``-``, ``-`` trimmed."""
-    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
+    return _NOT_NAME.sub("-", name.lower()).strip("-")

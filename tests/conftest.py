@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,3 +80,12 @@ def pytest_configure(config: pytest.Config) -> None:
     temp_root = _temp_root()
     if temp_root is not None and not os.environ.get("PYTEST_DEBUG_TEMPROOT") and config.option.basetemp is None:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = temp_root
+
+
+@pytest.fixture(autouse=True)
+def _default_gpu_config() -> Iterator[None]:
+    """A command's GPU flags (--gpu-resource, ...) stay in force for the process: reset after each test."""
+    yield
+    from joulectl.k8s import GpuConfig, set_gpu_config
+
+    set_gpu_config(GpuConfig())

@@ -45,6 +45,10 @@ class GpuEntry:
     compute_density: float | None
     aliases: tuple[str, ...]
     source: str
+    #: memory per GPU as the devices count it, MiB (None when not catalogued)
+    memory_mib: int | None = None
+    #: MIG geometry: compute slices and memory slices per GPU (None: no MIG)
+    mig_slices: tuple[int, int] | None = None
 
     @property
     def min_w(self) -> float:
@@ -116,6 +120,8 @@ def load() -> Catalog:
             compute_density=g.get("computeDensity"),
             aliases=tuple(g.get("aliases", ())),
             source=g.get("source", ""),
+            memory_mib=g.get("memoryMiB"),
+            mig_slices=(int(g["mig"]["computeSlices"]), int(g["mig"]["memorySlices"])) if g.get("mig") else None,
         )
         for g in raw["gpus"]
     }
@@ -138,6 +144,41 @@ def load() -> Catalog:
         for c in raw["cpus"]
     }
     return Catalog(gpus=gpus, cpus=cpus, gpu_index=_index(gpus), cpu_index=_index(cpus))
+
+
+_MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb(\+me)?$", re.IGNORECASE)
+_MIG_SUFFIX = re.compile(r"-MIG-(\d+g\.\d+gb(?:\+me)?)(?:-SHARED)?$", re.IGNORECASE)
+#: MIG instances per GPU of a profile on a seven-slice GPU whose memory slices allow it (A100, H100)
+GENERIC_MIG_PER_GPU = {1: 7, 2: 3, 3: 2, 4: 1, 7: 1}
+
+
+def mig_profile_of(product: str) -> str | None:
+    """The MIG profile GPU feature discovery appends under the single strategy
+    (``NVIDIA-H100-80GB-HBM3-MIG-1g.10gb`` -> ``1g.10gb``), else None (``-MIG-INVALID`` too)."""
+    m = _MIG_SUFFIX.search(product.strip())
+    return m.group(1).lower() if m else None
+
+
+def mig_instances_per_gpu(product: str | None, profile: str) -> int:
+    """How many instances of a MIG profile (``1g.10gb``) one GPU of ``product`` holds.
+
+    From the catalogued geometry: ``min(compute slices // g, memory slices // slices of the
+    profile's memory)`` (an H100 80GB: 7 of ``1g.10gb``, 4 of ``1g.20gb``, 2 of ``3g.40gb``; an
+    A30: 4 of ``1g.6gb``); a ``+me`` profile is one per GPU. An unknown product is taken as a
+    seven-slice GPU (:data:`GENERIC_MIG_PER_GPU`)."""
+    m = _MIG_PROFILE.match(profile.strip())
+    if not m:
+        return 1
+    g, mem_gb, media = int(m.group(1)), int(m.group(2)), m.group(3)
+    if media:
+        return 1
+    entry = load().gpu(product) if product else None
+    if entry is not None and entry.mig_slices and entry.memory_mib:
+        compute, memory = entry.mig_slices
+        per_slice_gb = entry.memory_mib / 1024 / memory
+        mem_slices = max(1, round(mem_gb / per_slice_gb))
+        return max(1, min(compute // g, memory // mem_slices))
+    return GENERIC_MIG_PER_GPU.get(g, max(1, 7 // g))
 
 
 def gpu_family(model: str | None, raw_model: str | None = None) -> str:

@@ -81,12 +81,58 @@ Telemetry = Annotated[
 ]
 Selector = Annotated[
     list[str] | None,
-    typer.Option("--selector", metavar="KEY=VALUE", help="Plan only nodes with this label (KEY alone: present)."),
+    typer.Option(
+        "--selector",
+        metavar="SELECTOR",
+        help="Plan only nodes matching this label selector (kubectl -l: k=v, k!=v, k, !k, k in (a,b), k notin (a,b)).",
+    ),
 ]
 Hardware = Annotated[
     list[str] | None,
     typer.Option("--hardware", metavar="FILE", help="NodeHardware objects (discover -o yaml); repeatable."),
 ]
+GpuResources = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--gpu-resource",
+        metavar="NAME",
+        help="A resource whose units are whole GPUs (repeatable; env JOULECTL_GPU_RESOURCES, comma-separated).",
+    ),
+]
+GpuShareResources = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--gpu-share-resource",
+        metavar="NAME=UNITS",
+        help="A resource counted in shares, UNITS per GPU (repeatable; env JOULECTL_GPU_SHARE_RESOURCES).",
+    ),
+]
+GpuProductLabels = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--gpu-product-label",
+        metavar="KEY",
+        help="A node label naming the GPU model (repeatable; env JOULECTL_GPU_PRODUCT_LABEL_KEYS).",
+    ),
+]
+
+
+def apply_gpu_flags(
+    resources: list[str] | None, share_resources: list[str] | None, product_labels: list[str] | None
+) -> None:
+    """Put the GPU configuration of the flags (or their environment variables) in force; exit 2 on
+    an invalid name, naming the flag."""
+    from joulectl.errors import InputError
+    from joulectl.k8s import parse_gpu_config, set_gpu_config
+
+    try:
+        config = parse_gpu_config(resources, share_resources, product_labels)
+    except ValueError as e:
+        flag, _, message = str(e).partition(": ")
+        raise InputError(message, field=flag) from None
+    set_gpu_config(config)
+
+
 ProfilesDir = Annotated[
     str | None,
     typer.Option("--profiles-dir", envvar="SIM_PROFILES_DIR", metavar="DIR", help="Local simulator profiles."),
@@ -175,6 +221,9 @@ def register(app: typer.Typer) -> None:
         cpu_eco_cap_on_uncappable_gpu_nodes: CpuEcoCapOnUncappable = False,
         telemetry: Telemetry = None,
         selector: Selector = None,
+        gpu_resource: GpuResources = None,
+        gpu_share_resource: GpuShareResources = None,
+        gpu_product_label: GpuProductLabels = None,
         profiles_dir: ProfilesDir = None,
         output: Output = "table",
     ) -> None:
@@ -184,6 +233,7 @@ def register(app: typer.Typer) -> None:
         from joulectl.render import emit, warn
 
         fmt = check_format(output, ("table", "json", "yaml"))
+        apply_gpu_flags(gpu_resource, gpu_share_resource, gpu_product_label)
         options = options_from_flags(
             policy=policy, performance_fraction=performance_fraction, queue_base_fraction=queue_base_fraction,
             queue_min=queue_min, queue_max=queue_max, pods_per_performance_node=pods_per_performance_node,
@@ -200,7 +250,7 @@ def register(app: typer.Typer) -> None:
         if fmt == "json":
             import sys
 
-            sys.stdout.write(json_list(result.twins))
+            write_json_list(result, sys.stdout)
             return
         emit(result.twins, fmt, lambda: plan_table(result))
 
@@ -208,6 +258,25 @@ def register(app: typer.Typer) -> None:
 #: Above this many twins ``-o json`` prints one twin per line (json's indenting encoder is pure
 #: Python and would take longer than the plan itself).
 JSON_INDENT_MAX_ITEMS = 1000
+
+
+def write_json_list(result: PlanResult, out: Any) -> None:
+    """The twins as a ``v1`` ``List``: indented, or for large fleets one compact twin per line,
+    written as they are made (:meth:`PlanResult.iter_twin_json`)."""
+    if len(result) <= JSON_INDENT_MAX_ITEMS:
+        out.write(json_list(result.twins))
+        return
+    out.write('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "items": [\n    ')
+    batch: list[str] = []
+    sep = ""
+    for text in result.iter_twin_json():
+        batch.append(text)
+        if len(batch) == 2000:  # a few large writes, not 100,000 small ones
+            out.write(sep + ",\n    ".join(batch))
+            sep, batch = ",\n    ", []
+    if batch:
+        out.write(sep + ",\n    ".join(batch))
+    out.write("\n  ]\n}\n")
 
 
 def json_list(items: list[dict[str, Any]]) -> str:

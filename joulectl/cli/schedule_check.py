@@ -16,6 +16,9 @@ from joulectl.cli.plan import (
     GpuEcoPct,
     GpuGovernor,
     GpuPerformancePct,
+    GpuProductLabels,
+    GpuResources,
+    GpuShareResources,
     Hardware,
     ModelCaps,
     PerformanceFraction,
@@ -28,11 +31,12 @@ from joulectl.cli.plan import (
     QueueMin,
     Selector,
     Telemetry,
+    apply_gpu_flags,
     options_from_flags,
 )
 
 if TYPE_CHECKING:
-    from joulectl.scheduling.check import CheckReport
+    from joulectl.scheduling.check import CheckReport, PodVerdict
 
 _PODS = "Pod files (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob; multi-document; - = stdin)."
 _SPEC = "Cluster spec (ClusterSpec), planned with the plan flags by the same code as `plan`."
@@ -70,6 +74,9 @@ def register(app: typer.Typer) -> None:
         cpu_eco_cap_on_uncappable_gpu_nodes: CpuEcoCapOnUncappable = False,
         telemetry: Telemetry = None,
         selector: Selector = None,
+        gpu_resource: GpuResources = None,
+        gpu_share_resource: GpuShareResources = None,
+        gpu_product_label: GpuProductLabels = None,
         profiles_dir: ProfilesDir = None,
         output: Output = "table",
     ) -> None:
@@ -79,6 +86,7 @@ def register(app: typer.Typer) -> None:
         from joulectl.scheduling.check import cluster_from_nodes, cluster_from_spec, parse_now, run
 
         fmt = check_format(output, ("table", "json", "yaml"))
+        apply_gpu_flags(gpu_resource, gpu_share_resource, gpu_product_label)
         if spec is not None and (nodes is not None or twins is not None):
             raise InputError("give --spec SPEC or --nodes NODES.yaml --twins TWINS.yaml, not both", field="--spec")
         if spec is None and nodes is None and twins is None:
@@ -96,32 +104,59 @@ def register(app: typer.Typer) -> None:
             cluster = cluster_from_spec(spec, options, at, hardware=hardware or (), pods=pods, telemetry=telemetry,
                                         profiles_dir=profiles_dir)
         else:
-            cluster = cluster_from_nodes(nodes, twins, hardware or ())
+            cluster = cluster_from_nodes(nodes, twins, hardware or (), pods)
         report = run(pod_files, cluster, at)
         for line in report.warnings:
             warn(line)
-        emit(report.document, fmt, lambda: _table(report))
+        if fmt == "json":
+            import sys
+
+            report.write_json(sys.stdout)
+            sys.stdout.flush()
+        else:
+            emit(report.document if fmt != "table" else None, fmt, lambda: _table(report))
         err = report.error()
         if err is not None:
             raise err
 
 
+#: fitting nodes a pod's table lists (the JSON lists every node)
+BEST_NODES = 5
+#: example nodes named per grouped reason
+EXAMPLES = 3
+
+
 def _table(report: CheckReport) -> str:
+    """Per pod shape: the pods, their best nodes, and the reasons the other nodes fail, grouped."""
     from joulectl.render import table
 
-    blocks: list[str] = []
+    groups: dict[int, list[PodVerdict]] = {}
     for v in report.verdicts:
+        groups.setdefault(id(v.nodes), []).append(v)
+    blocks: list[str] = []
+    for members in groups.values():
+        v = members[0]
         d = v.demand
         gpus = ", ".join(f"{n} {k}" for k, n in sorted(d.gpu_requests.items())) or "no GPU"
         verdict = f"fits, best node {v.best_node}" if v.best_node else "FITS NO NODE"
-        replicas = f", {d.pod.replicas} replicas" if d.pod.replicas != 1 else ""
-        title = f"{d.label} ({d.workload_class}, {gpus}{replicas}): {verdict}"
-        rows = sorted(v.nodes, key=lambda n: (not n.fits, -(n.score or 0), n.node))
-        blocks.append(
-            table(
-                ("NODE", "FITS", "SCORE", "REASON"),
-                [(n.node, "yes" if n.fits else "no", "-" if n.score is None else n.score, n.reason) for n in rows],
-                title=title,
-            )
-        )
+        names = [m.demand.label + (f" ({m.demand.pod.replicas} replicas)" if m.demand.pod.replicas != 1 else "")
+                 for m in members]
+        who = names[0] if len(names) == 1 else f"{len(names)} pods of one shape: " + ", ".join(names[:8]) + (
+            f" and {len(names) - 8} more" if len(names) > 8 else "")
+        title = f"{who} ({d.workload_class}, {gpus}): {verdict}"
+        fitting = sorted((n for n in v.nodes if n.fits), key=lambda n: (n.node != v.best_node, -(n.score or 0), n.node))
+        rows: list[tuple[object, ...]] = [
+            ("yes", n.node, "-" if n.score is None else n.score, n.reason) for n in fitting[:BEST_NODES]
+        ]
+        if len(fitting) > BEST_NODES:
+            rows.append(("yes", f"... {len(fitting) - BEST_NODES} more", "", "fit too (-o json lists every node)"))
+        failing: dict[str, list[str]] = {}
+        for n in v.nodes:
+            if not n.fits:
+                failing.setdefault(n.reason, []).append(n.node)
+        for reason, nodes in sorted(failing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            more = f" and {len(nodes) - EXAMPLES} more" if len(nodes) > EXAMPLES else ""
+            shown = ", ".join(nodes[:EXAMPLES]) + more
+            rows.append(("no", f"{len(nodes)} node" + ("s" if len(nodes) != 1 else "") + f": {shown}", "-", reason))
+        blocks.append(table(("FITS", "NODES", "SCORE", "REASON"), rows, title=title))
     return "\n".join(blocks)

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from joulectl.cli.common import Output, check_format
+from joulectl.cli.plan import GpuProductLabels, GpuResources, GpuShareResources, apply_gpu_flags
 
 _PROFILES_HELP = "Directory of local hardware profiles, added to the builtin ones (env SIM_PROFILES_DIR)."
 ProfilesDir = Annotated[
@@ -113,15 +114,27 @@ def register(app: typer.Typer) -> None:
         spec: Spec,
         output: Annotated[str, typer.Option("-o", "--output", metavar="YAML|JSON", help="yaml or json.")] = "yaml",
         profiles_dir: ProfilesDir = None,
+        gpu_resource: GpuResources = None,
+        gpu_share_resource: GpuShareResources = None,
+        gpu_product_label: GpuProductLabels = None,
     ) -> None:
-        """Print the spec's Kubernetes Nodes (a List) for KWOK or `plan --nodes`."""
+        """Print the spec's Kubernetes Nodes (a List) for KWOK or `plan --nodes`; the GPU flags advertise the
+        GPUs as a fleet with its own device plugin does (the vendor's resource renamed to the first
+        --gpu-resource, share resources, the model in each --gpu-product-label)."""
         fmt = check_format(output, ("yaml", "json"))
+        from joulectl.k8s import expose_gpus_as, gpu_config
         from joulectl.render import dumps
         from joulectl.sim.clusterspec import load_spec
         from joulectl.sim.k8s import node_list
 
+        apply_gpu_flags(gpu_resource, gpu_share_resource, gpu_product_label)
         cs = load_spec(spec, profiles_dir)
-        sys.stdout.write(dumps(node_list(cs.nodes), fmt))
+        doc = node_list(cs.nodes)
+        config = gpu_config()
+        if config.resources or config.share_resources or config.product_labels:
+            for item in doc["items"]:
+                expose_gpus_as(item, config)
+        sys.stdout.write(dumps(doc, fmt))
 
     from joulectl.cli.simulate_run import register_run
 

@@ -18,6 +18,7 @@ _WORKERS = "Worker processes (default: min(CPU count, 12))."
 _PROFILES = "Directory of local hardware profiles, added to the builtin ones."
 _LISTEN = ("Serve /metrics, /telemetry/<node>, /control/<node>, /exporters/<format>/<node>/metrics and /healthz "
            "on ADDR:PORT (PORT alone binds 127.0.0.1; port 0 picks a free one).")
+_FUSE = "Serve every node live through one FUSE mount at DIR/fuse/<node>/ (needs joulectl[fuse])."
 _OTLP = "Push metrics every tick and events as log records over OTLP/HTTP to this base URL."
 _OTLP_PROTO = "OTLP encoding: http/protobuf or http/json."
 _WATCH = "Redraw the table every SECONDS (from the run's /telemetry when it serves one, else from the trees)."
@@ -46,6 +47,7 @@ def register_run(sim_app: typer.Typer) -> None:
         otlp_protocol: Annotated[
             str, typer.Option("--otlp-protocol", metavar="PROTOCOL", help=_OTLP_PROTO)
         ] = "http/protobuf",
+        fuse: Annotated[bool, typer.Option("--fuse", help=_FUSE)] = False,
         output: Output = "table",
         trace: Annotated[str | None, typer.Option("--trace", metavar="TRACE", help=_TRACE)] = None,
     ) -> None:
@@ -69,7 +71,7 @@ def register_run(sim_app: typer.Typer) -> None:
                 summary = run(spec, root, ticks=ticks, duration_s=duration, tick_s=tick, fast=fast, workers=workers,
                               profiles_dir=profiles_dir, progress=bar.update, render_progress=bar.tree,
                               on_start=face.on_start if face else None, on_tick=face.on_tick if face else None,
-                              workload=make)
+                              fuse=fuse, workload=make)
         finally:
             if face is not None:
                 face.close()

@@ -52,6 +52,8 @@ def gpu_cap_watts(facts: NodeFacts, pct: float) -> tuple[float, str] | None:
     """``capWattsPerGpu`` for ``pct``: hardware range, catalog, then the model caps map."""
     if facts.gpu_range_source == "nodehardware":
         return _clamp(pct / 100.0 * facts.gpu_max_w, facts.gpu_min_w, facts.gpu_max_w), "nodehardware"
+    if facts.gpu_range_source == "generic":  # never write watts from an assumption
+        return None
     entry = catalog.load().gpus.get(facts.gpu_key) if facts.gpu_key else None
     if entry is not None:
         return _clamp(pct / 100.0 * entry.max_board_power_w, entry.min_w, entry.max_board_power_w), "catalog"
@@ -100,6 +102,11 @@ def plan_caps(facts: NodeFacts, profile: str, options: PlanOptions) -> CapPlan:
     gpu: dict[str, Any] = {}
     cpu: dict[str, Any] = {}
     eff_cpu, eff_gpu, source = 100.0, 100.0, None
+    if facts.gpu_range_source == "generic":
+        notes.append(
+            f"GPU model {facts.gpu_model or 'unknown'} is not in the catalog: budgets assume a generic "
+            f"{num(facts.gpu_max_w)} W GPU (min {num(facts.gpu_min_w)} W)"
+        )
     if not facts.gpu_cappable:
         notes.append(f"GPUs cannot be capped ({facts.gpu_cap_note})")
         if options.cpu_eco_cap_on_uncappable_gpu_nodes:

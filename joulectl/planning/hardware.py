@@ -15,7 +15,7 @@ from typing import Any
 from joulectl import catalog
 from joulectl.backends.base import NVIDIA_GOVERNOR_ARCHS
 from joulectl.catalog import CpuEntry, GpuEntry, normalize, strip_gfd_suffix
-from joulectl.k8s import GPU_PRODUCT_LABEL_KEYS, node_gpu_count, parse_quantity
+from joulectl.k8s import GPU_PRODUCT_LABEL_KEYS, gpu_config, gpu_resource, node_gpu_count, parse_quantity
 from joulectl.models import GPU_PRESETS
 from joulectl.planning.options import ModelCap
 
@@ -26,6 +26,12 @@ CPU_MODEL_LABELS = ("joulie.io/hw.cpu-model", "feature.node.kubernetes.io/cpu-mo
 CPU_SOCKET_LABELS = ("joulie.io/hw.cpu-sockets", "feature.node.kubernetes.io/cpu-sockets")
 #: Joulie's CPU TDP fallback when neither the hardware nor the catalog knows it: W per core.
 WATTS_PER_CORE_FALLBACK = 5.0
+#: The generic GPU of a model neither the hardware, the catalog nor the model caps know: per-GPU
+#: maximum by vendor (Joulie's extender fallbacks, joulie-reference §3 "Marginal estimate"), and a
+#: minimum of half of it (Joulie's catalog default).
+GENERIC_GPU_MAX_W = {"nvidia": 350.0, "amd": 400.0}
+GENERIC_GPU_OTHER_MAX_W = 350.0
+GENERIC_GPU_MIN_FRACTION = 0.5
 
 
 @dataclass
@@ -131,6 +137,8 @@ def _norm_product(name: str) -> str:
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the ABC check's cost
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -228,7 +236,7 @@ def node_facts(
     count, count_source = node_gpu_count(node, hardware)
     devices = [d for d in hw_gpu.get("devices") or [] if isinstance(d, Mapping)] if hw_gpu else []
     label_product = next(
-        (strip_gfd_suffix(label(k)) for k in GPU_PRODUCT_LABEL_KEYS if label(k).strip()), None
+        (strip_gfd_suffix(label(k)) for k in gpu_config().label_keys if label(k).strip()), None
     )
     dev0 = devices[0] if devices else {}
     gpu_names = [
@@ -270,6 +278,11 @@ def node_facts(
         gpu_max, gpu_min, gpu_source = gpu_entry.max_board_power_w, gpu_entry.min_w, "catalog"
     if count and not gpu_max and model_cap:
         gpu_max, gpu_min, gpu_source = model_cap.max_cap_w, model_cap.min_cap_w, "model-caps"
+    vendor = (gpu_entry.vendor if gpu_entry else None) or _first_text(hw_gpu.get("vendor"))
+    if count and not gpu_max:
+        guess = (vendor or _resource_vendor(status) or "").lower()
+        gpu_max = GENERIC_GPU_MAX_W.get(guess, GENERIC_GPU_OTHER_MAX_W)
+        gpu_min, gpu_source = GENERIC_GPU_MIN_FRACTION * gpu_max, "generic"
 
     cappable, note = True, None
     if count and hw_gpu:
@@ -284,7 +297,6 @@ def node_facts(
         elif (devices or "capRangePerGpu" in hw_gpu) and not hw_range_known:
             cappable, note = False, "no settable GPU power limit range in NodeHardware"
 
-    vendor = (gpu_entry.vendor if gpu_entry else None) or _first_text(hw_gpu.get("vendor"))
     presets, governor_source = _presets(hw_gpu, gpu_entry, count)
     if "sustained" not in presets and presets and any(_norm_product(n) in governor_model_presets for n in gpu_names):
         presets = tuple(p for p in GPU_PRESETS if p in {*presets, "sustained"})
@@ -329,6 +341,16 @@ def node_facts(
     )
 
 
+def _resource_vendor(status: Mapping[str, Any]) -> str | None:
+    """The vendor of the node's first GPU resource (nvidia, amd, intel, other), None without one."""
+    resources = _mapping(status.get("allocatable")) or _mapping(status.get("capacity"))
+    for name in sorted(resources):
+        res = gpu_resource(str(name))
+        if res is not None:
+            return res.vendor
+    return None
+
+
 def _presets(hw_gpu: Mapping[str, Any], entry: GpuEntry | None, count: int) -> tuple[tuple[str, ...], str]:
     """The governor presets every GPU of the node accepts: NodeHardware's list, else inferred from
     the catalog (NVIDIA Ampere or newer, AMD; Intel has none)."""
@@ -346,19 +368,30 @@ def _presets(hw_gpu: Mapping[str, Any], entry: GpuEntry | None, count: int) -> t
 
 
 #: Every label :func:`node_facts` and :func:`joulectl.k8s.node_gpu_count` read: with the node's
-#: capacity and allocatable, the signature of its hardware. Keep in step with both functions.
+#: capacity and allocatable, the signature of its hardware. Keep in step with both functions
+#: (:func:`signature_labels` adds the ``--gpu-product-label`` keys).
 SIGNATURE_LABELS = (
     *CPU_MODEL_LABELS,
     *CPU_SOCKET_LABELS,
     *GPU_PRODUCT_LABEL_KEYS,
     "joulie.io/hw.gpu-count",
     "nvidia.com/gpu.count",
+    "nvidia.com/gpu.replicas",
     "gpu.intel.com/device.count",
 )
 
 
+def signature_labels() -> tuple[str, ...]:
+    extra = tuple(k for k in gpu_config().product_labels if k not in SIGNATURE_LABELS)
+    return SIGNATURE_LABELS + extra
+
+
 def _resources_key(resources: Any) -> tuple[tuple[Any, Any], ...] | None:
-    return tuple(sorted(resources.items())) if isinstance(resources, Mapping) else None
+    """The resources as a key, in their order (another order of the same resources only costs a
+    second computation of the same facts)."""
+    if type(resources) is dict:
+        return tuple(resources.items())
+    return tuple(resources.items()) if isinstance(resources, Mapping) else None
 
 
 class FactsCache:
@@ -369,24 +402,30 @@ class FactsCache:
         self.model_caps = model_caps
         self.governor_model_presets = governor_model_presets
         self._templates: dict[Any, NodeFacts] = {}
+        self._labels = signature_labels()
 
     def facts(self, node: Mapping[str, Any], hardware: Mapping[str, Any] | None) -> NodeFacts:
-        if hardware:
-            return node_facts(node, hardware, self.model_caps, self.governor_model_presets)
         meta = _mapping(node.get("metadata"))
         labels = _mapping(meta.get("labels"))
         status = _mapping(node.get("status"))
+        hw_key: tuple[int, int] | None = None
+        if hardware:
+            # only status.cpu and status.gpu are read: nodes sharing those objects (the nodes of a
+            # ClusterSpec pool) share their facts; other NodeHardware objects are computed one by one
+            hw_status = _mapping(_mapping(hardware).get("status"))
+            hw_key = (id(hw_status.get("cpu")), id(hw_status.get("gpu")))
         key = (
-            tuple(labels.get(k) for k in SIGNATURE_LABELS),
+            tuple(map(labels.get, self._labels)),
             _resources_key(status.get("capacity")),
             _resources_key(status.get("allocatable")),
+            hw_key,
         )
         try:
             template = self._templates.get(key)
         except TypeError:  # an unhashable value somewhere: no sharing
-            return node_facts(node, None, self.model_caps, self.governor_model_presets)
+            return node_facts(node, hardware, self.model_caps, self.governor_model_presets)
         if template is None:
-            template = node_facts(node, None, self.model_caps, self.governor_model_presets)
+            template = node_facts(node, hardware, self.model_caps, self.governor_model_presets)
             template.key = key
             self._templates[key] = template
             return template
@@ -395,4 +434,5 @@ class FactsCache:
         facts.name = str(meta.get("name") or "")
         facts.labels = labels
         facts.unschedulable = _mapping(node.get("spec")).get("unschedulable") is True
+        facts.has_hardware = bool(hardware)
         return facts

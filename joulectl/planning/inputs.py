@@ -10,6 +10,7 @@ through one code path.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from joulectl.errors import InputError
@@ -71,13 +72,26 @@ def _check_cpu_quantity(obj: Mapping[str, Any], label: str, where: str) -> None:
         value = resources.get("cpu") if isinstance(resources, Mapping) else None
         if value is None:
             continue
-        try:
-            cpus = parse_quantity(value)
-        except ValueError:
-            continue
+        cpus = _cpus(value) if isinstance(value, str) else None
+        if cpus is None:
+            try:
+                cpus = parse_quantity(value)
+            except ValueError:
+                continue
         if cpus > MAX_NODE_CPUS:
             raise InputError(f"{value!r} is not a CPU count (more than {MAX_NODE_CPUS:,} CPUs)", file=label,
                              field=f"{where}.status.{key}.cpu")
+
+
+@lru_cache(maxsize=1024)
+def _cpus(value: str) -> float | None:
+    """A CPU quantity string parsed once (100,000 nodes carry a few distinct ones); None unparsable."""
+    from joulectl.k8s import parse_quantity
+
+    try:
+        return parse_quantity(value)
+    except ValueError:
+        return None
 
 
 def read_nodes(
@@ -157,18 +171,78 @@ def _facility(facility: Any) -> dict[str, Any] | None:
     return {"ambientC": float(ambient) if isinstance(ambient, (int, float)) else None, "coolingZones": zones}
 
 
+def _name_paths(obj: Any, name: str, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The paths of ``obj`` whose value is the string ``name``."""
+    if isinstance(obj, str):
+        return [path] if obj == name else []
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    return [p for k, v in items for p in _name_paths(v, name, (*path, k))]
+
+
+def _renamed(obj: Any, paths: list[tuple[Any, ...]], name: str) -> Any:
+    """``obj`` with ``name`` at ``paths``: the containers on those paths copied, the rest shared."""
+    if not paths:
+        return obj
+    if () in paths:
+        return name
+    heads: dict[Any, list[tuple[Any, ...]]] = {}
+    for p in paths:
+        heads.setdefault(p[0], []).append(p[1:])
+    out = dict(obj) if isinstance(obj, dict) else list(obj)
+    for key, rest in heads.items():
+        out[key] = _renamed(obj[key], rest, name)
+    return out
+
+
+class _PoolTemplate:
+    """The Node and NodeHardware of a pool's first node, renamed for the others: the nodes of a pool
+    differ only where their name appears (checked on the second node; a pool where that is not so is
+    built node by node). Shared parts are shared objects, so the planner computes the hardware facts
+    of a pool once."""
+
+    def __init__(self, first: Any, node_object: Any, node_hardware: Any) -> None:
+        self.name = first.name
+        self.node = node_object(first)
+        self.hardware = node_hardware(first)
+        self.node_paths = _name_paths(self.node, self.name)
+        self.hw_paths = _name_paths(self.hardware, self.name)
+        self.checked = False
+        self.ok = True
+
+    def build(self, spec_node: Any, node_object: Any, node_hardware: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        if spec_node.name == self.name:
+            return self.node, self.hardware
+        if not self.ok:
+            return node_object(spec_node), node_hardware(spec_node)
+        node = _renamed(self.node, self.node_paths, spec_node.name)
+        hardware = _renamed(self.hardware, self.hw_paths, spec_node.name)
+        if not self.checked:
+            self.checked = True
+            full_node, full_hw = node_object(spec_node), node_hardware(spec_node)
+            if (node, hardware) != (full_node, full_hw):
+                self.ok = False
+                return full_node, full_hw
+        return node, hardware
+
+
 def load_spec_cluster(path: str, profiles_dir: str | None) -> ClusterInput:
     """A ClusterSpec as Node objects and NodeHardware, expanded by the simulator's modules."""
+    from joulectl.planning.planner import no_gc
     from joulectl.sim.clusterspec import load_spec
     from joulectl.sim.k8s import node_hardware, node_object
 
-    spec = load_spec(path, profiles_dir=profiles_dir)
-    nodes: list[dict[str, Any]] = []
-    hardware: dict[str, dict[str, Any]] = {}
-    for spec_node in spec.nodes:
-        node = node_object(spec_node)
-        nodes.append(node)
-        hardware[str(node["metadata"]["name"])] = node_hardware(spec_node)
+    with no_gc():
+        spec = load_spec(path, profiles_dir=profiles_dir)
+        nodes: list[dict[str, Any]] = []
+        hardware: dict[str, dict[str, Any]] = {}
+        templates: dict[str, _PoolTemplate] = {}
+        for spec_node in spec.nodes:
+            template = templates.get(spec_node.pool)
+            if template is None:
+                template = templates[spec_node.pool] = _PoolTemplate(spec_node, node_object, node_hardware)
+            node, hw = template.build(spec_node, node_object, node_hardware)
+            nodes.append(node)
+            hardware[spec_node.name] = hw
     if not nodes:
         raise InputError("the cluster spec has no nodes", file=path)
     return ClusterInput(nodes=nodes, hardware=hardware, facility=_facility(getattr(spec, "facility", None)),
@@ -199,7 +273,7 @@ def load_cluster(
     else:
         assert nodes is not None
         with no_gc():
-            node_objs, node_hw = read_nodes(load_documents(nodes, what="node list"), _label(nodes))
+            node_objs, node_hw = read_nodes(_node_documents(nodes), _label(nodes))
         cluster = ClusterInput(nodes=node_objs, hardware=node_hw, source=nodes)
     for path in hardware:
         cluster.hardware.update(read_hardware(load_documents(path, what="NodeHardware file"), _label(path)))
@@ -213,6 +287,27 @@ def load_cluster(
         cluster.trends = result.trend_w_per_min
         cluster.telemetry_given = True
     return cluster
+
+
+def _node_documents(path: str) -> list[Any]:
+    """The documents of a ``--nodes`` file. A JSON export (``kubectl get nodes -o json``) is parsed
+    by :mod:`json` alone: it has no aliases to expand, :func:`json.loads` refuses nesting past the
+    interpreter's recursion limit, and the planner reads nodes shallowly, so the whole-tree depth
+    walk of :func:`joulectl.yamlio.parse_documents` (a quarter of a 100,000-node plan) buys
+    nothing here. YAML goes through :func:`joulectl.yamlio.parse_documents`."""
+    import json
+
+    from joulectl.yamlio import parse_documents, read_text
+
+    text = read_text(path, what="node list")
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return [json.loads(text)]
+        except RecursionError:
+            raise InputError("nested too deeply", file=_label(path)) from None
+        except ValueError:
+            pass  # flow-style YAML
+    return parse_documents(text, _label(path))
 
 
 def _label(path: str) -> str:

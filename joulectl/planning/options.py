@@ -14,6 +14,7 @@ from typing import Any
 from joulectl.errors import InputError
 from joulectl.k8s import PodRef
 from joulectl.models import GPU_PRESETS
+from joulectl.planning.selector import Requirement, SelectorError, from_mapping, parse
 
 POLICIES = ("static", "queue-aware")
 #: ``spec.policy.name`` written for each policy (Joulie's names).
@@ -54,8 +55,16 @@ class PlanOptions:
     #: GPU_GOVERNOR_MODEL_PRESETS_JSON: products opted in to ``sustained``.
     governor_model_presets: dict[str, Any] = field(default_factory=dict)
     cpu_eco_cap_on_uncappable_gpu_nodes: bool = False
-    #: label selector (``key: value``; a value of None means "the key exists"); None selects every node.
-    selector: dict[str, str | None] | None = None
+    #: label selector: Kubernetes requirements (:func:`joulectl.planning.selector.parse`), or the older
+    #: ``{key: value}`` form (a value of None means "the key exists"); None selects every node.
+    selector: tuple[Requirement, ...] | dict[str, str | None] | None = None
+
+    def selector_requirements(self) -> tuple[Requirement, ...]:
+        if self.selector is None:
+            return ()
+        if isinstance(self.selector, Mapping):
+            return from_mapping(self.selector)
+        return tuple(self.selector)
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming the flag of the first invalid setting."""
@@ -137,20 +146,15 @@ def parse_governor_pairs(values: list[str] | None, flag: str = "--gpu-governor")
     return out
 
 
-def parse_selector(values: list[str] | None, flag: str = "--selector") -> dict[str, str | None] | None:
-    """``["a=b", "c"]`` (also comma-separated) -> ``{"a": "b", "c": None}``; None when empty."""
-    out: dict[str, str | None] = {}
-    for raw in values or []:
-        for term in raw.split(","):
-            term = term.strip()
-            if not term:
-                continue
-            key, sep, value = term.partition("=")
-            key = key.strip()
-            if not key or "!" in key:
-                raise InputError(f"expected KEY=VALUE or KEY, got {term!r}", field=flag)
-            out[key] = value.strip() if sep else None
-    return out or None
+def parse_selector(values: list[str] | None, flag: str = "--selector") -> tuple[Requirement, ...] | None:
+    """``--selector`` texts (Kubernetes label selectors, repeatable: all must hold) as requirements;
+    None when none is given. A selector that cannot be parsed is an :class:`InputError` (exit 2)."""
+    if not values:
+        return None
+    try:
+        return parse(values) or None
+    except SelectorError as e:
+        raise InputError(str(e), field=flag) from None
 
 
 def parse_model_caps(data: Mapping[str, Any], label: str) -> dict[str, ModelCap]:

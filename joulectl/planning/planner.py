@@ -7,8 +7,9 @@ NodeHardware as plain data.
 from __future__ import annotations
 
 import gc
+import json
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,11 +17,13 @@ from typing import Any
 
 from joulectl.catalog import normalize, strip_gfd_suffix
 from joulectl.errors import InputError
-from joulectl.k8s import PodRef, pod_excludes_eco, sanitize_name
+from joulectl.k8s import PodRef, pod_excludes_eco, sanitize_name, unread_gpu_names
 from joulectl.planning import policy, twin
 from joulectl.planning.caps import CapPlan, num, plan_caps
 from joulectl.planning.hardware import COOLING_ZONE_LABEL, RACK_LABEL, RESERVED_LABEL, FactsCache, NodeFacts
 from joulectl.planning.options import POLICY_NAMES, ClusterInput, PlanOptions
+from joulectl.planning.selector import Requirement
+from joulectl.planning.selector import miss as selector_miss
 
 API_VERSION = "joulie.io/v1alpha1"
 ANNOTATION_PREFIX = "joulectl.io/"
@@ -28,36 +31,121 @@ ANNOTATION_PREFIX = "joulectl.io/"
 NOT_RUNNING = frozenset({"Succeeded", "Failed", "Pending"})
 
 
-@dataclass
 class PlanResult:
-    """NodeTwin objects, one row per planned node, the nodes left out and why, and a fleet summary."""
+    """NodeTwin objects, one row per planned node, the nodes left out and why, and a fleet summary.
 
-    twins: list[dict[str, Any]]
-    nodes: list[dict[str, Any]]
-    ineligible: list[tuple[str, str]]
-    summary: dict[str, Any] = field(default_factory=dict)
-    #: things the input leaves doubtful (for stderr): no pods for queue-aware, telemetry or
-    #: NodeHardware naming no planned node
-    warnings: list[str] = field(default_factory=list)
+    The twins and rows are built when first asked for; :meth:`write_json` streams the twins without
+    building them (twins of one kind of node, profile, rack and measurement differ only by name)."""
+
+    def __init__(
+        self,
+        ineligible: list[tuple[str, str]],
+        summary: dict[str, Any],
+        warnings: list[str],
+        render: _Render | None = None,
+        twins: list[dict[str, Any]] | None = None,
+        nodes: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.ineligible = ineligible
+        self.summary = summary
+        #: things the input leaves doubtful (for stderr): no pods for queue-aware, telemetry or
+        #: NodeHardware naming no planned node, unread GPU names, uncatalogued models
+        self.warnings = warnings
+        self._render = render
+        self._twins = twins
+        self._nodes = nodes
+
+    def _build(self) -> None:
+        twins: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
+        if self._render is not None:
+            for doc, row in self._render.docs():
+                twins.append(doc)
+                rows.append(row)
+        self._twins, self._nodes = twins, rows
+
+    @property
+    def twins(self) -> list[dict[str, Any]]:
+        if self._twins is None:
+            self._build()
+        assert self._twins is not None
+        return self._twins
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        if self._nodes is None:
+            self._build()
+        assert self._nodes is not None
+        return self._nodes
+
+    def __len__(self) -> int:
+        return len(self._render.planned) if self._render is not None else len(self.twins)
+
+    def iter_twin_json(self) -> Iterator[str]:
+        """Each twin as compact JSON (``json.dumps``), in the order of :attr:`twins`."""
+        if self._render is None or self._twins is not None:
+            yield from (json.dumps(t, ensure_ascii=False) for t in self.twins)
+        else:
+            yield from self._render.json_texts()
 
 
-def _selector_miss(facts: NodeFacts, selector: Mapping[str, str | None] | None) -> str | None:
-    for key, value in (selector or {}).items():
-        if value is None:
-            if key not in facts.labels:
-                return f"does not match the selector (no label {key})"
-        elif facts.label(key) != value:
-            return f"does not match the selector {key}={value}"
-    return None
+_OBJ, _NODE = "\x00obj\x00", "\x00node\x00"  # no JSON text holds a raw NUL
 
 
-def ineligibility(facts: NodeFacts, selector: Mapping[str, str | None] | None) -> str | None:
+@dataclass
+class _Render:
+    """What the twins of a plan are made of."""
+
+    planned: list[_Planned]
+    names: list[str]  # NodeTwin object names, parallel to planned
+    policy_name: str
+    cluster: ClusterInput
+    rack_w: Mapping[str, float]
+    cluster_it_w: float
+    updated: str
+    psu_scores: dict[str | None, float | int] = field(default_factory=dict)
+
+    def doc(self, p: _Planned, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return _twin(p, name, self.policy_name, self.cluster, self.rack_w, self.cluster_it_w, self.updated,
+                     self.psu_scores)
+
+    def docs(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        for p, name in zip(self.planned, self.names, strict=True):
+            yield self.doc(p, name)
+
+    def _kind(self, p: _Planned) -> tuple[Any, ...]:
+        """Everything of a twin but its names: twins of one kind print the same JSON."""
+        f, cluster = p.facts, self.cluster
+        measured = p.measured_w
+        return (id(p.sized), p.draining, f.label(RACK_LABEL), f.name in cluster.telemetry,
+                cluster.trends.get(f.name), measured, f.label(COOLING_ZONE_LABEL) if measured else None)
+
+    def json_texts(self) -> Iterator[str]:
+        from json.encoder import encode_basestring  # json.dumps(str, ensure_ascii=False), in C
+
+        templates: dict[tuple[Any, ...], str] = {}
+        for p, name in zip(self.planned, self.names, strict=True):
+            kind = self._kind(p)
+            template = templates.get(kind)
+            node = encode_basestring(p.facts.name)
+            obj = encode_basestring(name)
+            if template is None:
+                text = json.dumps(self.doc(p, name)[0], ensure_ascii=False)
+                template = text.replace('"metadata": {"name": ' + obj, '"metadata": {"name": ' + _OBJ, 1).replace(
+                    '"spec": {"nodeName": ' + node, '"spec": {"nodeName": ' + _NODE, 1)
+                templates[kind] = template
+                yield text
+                continue
+            yield template.replace(_OBJ, obj, 1).replace(_NODE, node, 1)
+
+
+def ineligibility(facts: NodeFacts, selector: Iterable[Requirement] = ()) -> str | None:
     """Why a node is not planned (reserved, unschedulable, selector), or None."""
     if facts.label(RESERVED_LABEL) == "true":
         return f"reserved ({RESERVED_LABEL}=true)"
     if facts.unschedulable:
         return "unschedulable (cordoned)"
-    return _selector_miss(facts, selector)
+    return selector_miss(selector, facts.labels)
 
 
 def _running(pod: PodRef) -> bool:
@@ -180,6 +268,7 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
     governor_models = frozenset(normalize(strip_gfd_suffix(str(k))) for k in options.governor_model_presets)
     now = now or datetime.now(timezone.utc)
     facts_cache = FactsCache(model_caps, governor_models)
+    requirements = options.selector_requirements()
 
     eligible: list[NodeFacts] = []
     ineligible: list[tuple[str, str]] = []
@@ -189,7 +278,7 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
         if not name:
             raise InputError("a node has no metadata.name", file=cluster.source)
         facts = facts_cache.facts(node, cluster.hardware.get(name))
-        reason = ineligibility(facts, options.selector)
+        reason = ineligibility(facts, requirements)
         if reason:
             ineligible.append((facts.name, reason))
         else:
@@ -233,12 +322,8 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
             rack_w[rack] += p.sized.budget.node_capped_w
     cluster_it_w = sum(p.measured_w for p in planned)
 
-    twins: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
     object_names: dict[str, str] = {}
-    policy_name = POLICY_NAMES[options.policy]
-    updated = _iso(now)
-    psu_scores: dict[str | None, float | int] = {}
+    names: list[str] = []
     for p in planned:
         obj_name = sanitize_name(p.facts.name)
         if not obj_name:
@@ -249,13 +334,10 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
                 file=cluster.source,
             )
         object_names[obj_name] = p.facts.name
-        doc, row = _twin(p, obj_name, policy_name, cluster, rack_w, cluster_it_w, updated, psu_scores)
-        twins.append(doc)
-        rows.append(row)
-
+        names.append(obj_name)
+    render = _Render(planned, names, POLICY_NAMES[options.policy], cluster, rack_w, cluster_it_w, _iso(now))
     summary = _summary(planned, ineligible, options, sized_count, hp, demand, len(cluster.nodes))
-    return PlanResult(twins=twins, nodes=rows, ineligible=ineligible, summary=summary,
-                      warnings=_warnings(cluster, options, planned))
+    return PlanResult(ineligible, summary, _warnings(cluster, options, planned), render)
 
 
 def _some(names: list[str], limit: int = 3) -> str:
@@ -263,8 +345,29 @@ def _some(names: list[str], limit: int = 3) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def _model_warnings(planned: list[_Planned]) -> list[str]:
+    """One warning per GPU model planned with the generic assumption (and for nodes naming none)."""
+    models: dict[str | None, list[NodeFacts]] = {}
+    for p in planned:
+        if p.facts.is_gpu_node and p.facts.gpu_range_source == "generic":
+            models.setdefault(p.facts.gpu_model, []).append(p.facts)
+    out = []
+    for model, nodes in sorted(models.items(), key=lambda kv: (kv[0] is None, kv[0] or "")):
+        f = nodes[0]
+        n = f"{len(nodes)} node" + ("s" if len(nodes) != 1 else "")
+        what = f"GPU model {model!r} is not in the catalog" if model else "GPU nodes name no GPU model"
+        out.append(
+            f"{what} ({n}: {_some([x.name for x in nodes])}): planned with the generic assumption of "
+            f"{num(f.gpu_max_w)} W per GPU (min {num(f.gpu_min_w)} W), GPU caps in percent only; give the "
+            "model's range with --model-caps FILE"
+            + ("" if model else " and its label with --gpu-product-label KEY")
+        )
+    return out
+
+
 def _warnings(cluster: ClusterInput, options: PlanOptions, planned: list[_Planned]) -> list[str]:
-    out: list[str] = []
+    out: list[str] = unread_gpu_names(cluster.nodes)
+    out += _model_warnings(planned)
     if options.policy == "queue-aware" and not cluster.pods:
         out.append("queue-aware without pods (--pods): the demand is 0, so the base fraction sizes the plan")
     node_names = {str((n.get("metadata") or {}).get("name") or "") for n in cluster.nodes}

@@ -20,6 +20,8 @@ from typing import Any
 
 from joulectl.errors import InputError
 from joulectl.k8s import PodRef, gpu_resource, parse_quantity, workload_class
+from joulectl.scheduling import hami
+from joulectl.scheduling.hami import ContainerRequest
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,10 @@ class PodDemand:
     cpu_cores: float
     memory_bytes: float
     notes: tuple[str, ...] = field(default=())
+    #: HAMi's request per container (None for a container without ``nvidia.com/gpu``)
+    hami_requests: tuple[ContainerRequest | None, ...] = field(default=())
+    #: the pod asks for HAMi's memory or core shares (``nvidia.com/gpumem``, ``gpucores``, ...)
+    hami_only: tuple[str, ...] = field(default=())
 
     @property
     def name(self) -> str:
@@ -155,6 +161,8 @@ def pod_demand(pod: PodRef, source: str) -> PodDemand:
     for name, value in sorted(requests.items()):
         if gpu_resource(name) is not None and value > 0:
             gpus[name] = round(value)
+    per_container, hami_notes = hami.pod_requests(pod.spec)
+    notes = ((note,) if note else ()) + tuple(hami_notes)
     return PodDemand(
         pod=pod,
         source=source,
@@ -162,5 +170,7 @@ def pod_demand(pod: PodRef, source: str) -> PodDemand:
         gpu_requests=gpus,
         cpu_cores=requests.get("cpu", 0.0),
         memory_bytes=requests.get("memory", 0.0),
-        notes=(note,) if note else (),
+        notes=notes,
+        hami_requests=per_container if any(r is not None for r in per_container) else (),
+        hami_only=tuple(r for r in hami.HAMI_ONLY_RESOURCES if requests.get(r, 0.0) > 0),
     )

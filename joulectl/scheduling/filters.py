@@ -11,23 +11,29 @@ Checks, each rejection with its reason:
   resource (``nvidia.com/gpu`` needs ``nvidia.com/gpu``, a MIG resource that MIG resource); a pod
   with no GPU fits a GPU node;
 - CPU and memory against allocatable;
-- HAMi's ``nvidia.com/use-gputype``, ``nouse-gputype`` (comma lists, case-insensitive substrings of
-  the card type) and ``use-gpuuuid``, ``nouse-gpuuuid`` (exact) are checked per GPU of the node, from
-  its ``hami.io/node-nvidia-register`` annotation: the node passes only when enough of its GPUs pass.
+- on a node with HAMi's ``hami.io/node-nvidia-register``, HAMi's card-level fit of every container
+  (:mod:`joulectl.scheduling.hami`: vGPUs on distinct cards, ``nvidia.com/gpumem``,
+  ``gpumem-percentage``, ``gpucores``, split count, type and UUID annotations, cards used by running
+  pods); a pod asking for HAMi's memory or core shares fits no node without the register;
+- on a node without the register, ``nvidia.com/use-gputype``, ``nouse-gputype`` (comma lists,
+  case-insensitive substrings) are checked against the labelled product, one card per GPU, and the
+  UUID annotations cannot be met.
 
-Allocatable is the node's whole allocatable: pods already running there are not known to this check.
+Allocatable is the node's allocatable less what the pods running there (``--pods``) request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from joulectl.catalog import mig_profile_of
 from joulectl.k8s import (
     HAMI_REGISTER_ANNOTATION,
     POWER_PROFILE_LABEL,
     HamiGpu,
+    PodRef,
     annotations_of,
     gpu_resource,
     labels_of,
@@ -37,7 +43,8 @@ from joulectl.k8s import (
     parse_hami_register,
     parse_quantity,
 )
-from joulectl.scheduling.demand import PodDemand
+from joulectl.scheduling import hami
+from joulectl.scheduling.demand import PodDemand, pod_requests
 
 USE_GPUTYPE = "nvidia.com/use-gputype"
 NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
@@ -59,6 +66,25 @@ class NodeView:
     twin: Mapping[str, Any] | None = None
     hardware: Mapping[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
+    #: HAMi's cards (from the register, usage of the running pods added); empty without HAMi
+    cards: tuple[hami.Card, ...] = field(default=())
+    #: the node's GFD product is suffixed -MIG-<profile>: nvidia.com/gpu counts MIG devices, which
+    #: the NVIDIA device plugin hands out (HAMi's card fit does not apply)
+    mig_single: bool = False
+    #: what the running pods request, per resource (already taken off ``allocatable``)
+    used: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def hami(self) -> bool:
+        return bool(self.cards) and not self.mig_single
+
+    @property
+    def hami_node_score(self) -> float:
+        cached: float | None = self.__dict__.get("_hami_score")
+        if cached is None:
+            cached = hami.node_score(self.cards) if self.cards else 0.0
+            object.__setattr__(self, "_hami_score", cached)
+        return cached
 
 
 def _allocatable(node: Mapping[str, Any]) -> dict[str, float]:
@@ -81,11 +107,27 @@ def node_view(
     node: Mapping[str, Any],
     twin: Mapping[str, Any] | None = None,
     hardware: Mapping[str, Any] | None = None,
+    running: Sequence[PodRef] = (),
 ) -> NodeView:
-    """Build the view of one Node object (GPU types and UUIDs from HAMi's register annotation)."""
+    """Build the view of one Node object (GPU types and UUIDs from HAMi's register annotation),
+    with what ``running`` (the pods bound to it and not finished) already use."""
     labels = labels_of(node)
     register = annotations_of(node).get(HAMI_REGISTER_ANNOTATION, "")
     gpus = tuple(parse_hami_register(register)) if register else ()
+    cards = hami.cards_of(gpus)
+    notes: list[str] = []
+    used: dict[str, float] = {}
+    for pod in running:
+        for k, v in pod_requests(pod, "--pods").items():
+            used[k] = used.get(k, 0.0) + v
+        if cards:
+            note = _add_card_usage(cards, pod)
+            if note:
+                notes.append(note)
+    allocatable = _allocatable(node)
+    for k, v in used.items():
+        if k in allocatable:
+            allocatable[k] -= v
     types_from = "hami" if gpus else "none"
     if not gpus:
         product = node_gpu_product(labels)
@@ -99,13 +141,51 @@ def node_view(
     return NodeView(
         name=name_of(node),
         labels=labels,
-        allocatable=_allocatable(node),
+        allocatable=allocatable,
         unschedulable=bool(spec.get("unschedulable")) if isinstance(spec, Mapping) else False,
         gpus=gpus,
         gpu_types_from=types_from,
         twin=twin,
         hardware=hardware,
+        notes=tuple(notes),
+        cards=tuple(cards),
+        mig_single=mig_profile_of(labels.get("nvidia.com/gpu.product", "")) is not None,
+        used=used,
     )
+
+
+def _add_card_usage(cards: list[hami.Card], pod: PodRef) -> str | None:
+    """Add what a running pod uses of the node's cards: its ``hami.io/vgpu-devices-allocated``
+    annotation, else its requests placed as HAMi would place them. A note when neither works."""
+    allocated = pod.annotations.get(hami.ALLOCATED_ANNOTATION)
+    if allocated:
+        by_uuid = {c.uuid: c for c in cards}
+        unknown = []
+        for container in hami.decode_allocated(allocated):
+            for uuid, mem, cores in container:
+                card = by_uuid.get(uuid)
+                if card is None:
+                    unknown.append(uuid)
+                    continue
+                card.used += 1
+                card.used_mem += mem
+                card.used_cores += cores
+        if unknown:
+            return (f"pod {pod.namespace}/{pod.name}: {hami.ALLOCATED_ANNOTATION} names cards the node does not "
+                    f"register ({', '.join(unknown)}): their use is not counted")
+        return None
+    requests, _ = hami.pod_requests(pod.spec)
+    if not any(r is not None for r in requests):
+        return None
+    sel = hami.Selection.from_annotations(pod.annotations)
+    policy = hami.policy_of(pod.annotations, hami.GPU_POLICY_ANNOTATION, hami.DEFAULT_GPU_POLICY)
+    trial = hami.copy_cards(cards)
+    fit = hami.fit_pod(trial, requests, sel, policy)
+    if not fit.ok:
+        return (f"pod {pod.namespace}/{pod.name} has no {hami.ALLOCATED_ANNOTATION} and its requests do not fit "
+                f"the node's cards ({fit.reason}): its use is not counted")
+    cards[:] = trial
+    return None
 
 
 # -- node selection (nodeSelector, required node affinity) ---------------------------------------
@@ -211,14 +291,23 @@ def _fmt_bytes(value: float) -> str:
     return f"{value / 2**20:.0f}Mi"
 
 
+def _free(node: NodeView, name: str, have: float, fmt: Any = None) -> str:
+    """``8 allocatable``, or with running pods ``2 free (6 used by running pods)``."""
+    show = fmt or _fmt_count
+    used = node.used.get(name, 0.0)
+    if used > 0:
+        return f"{show(max(have, 0.0))} free ({show(used)} used by running pods)"
+    return f"{show(have)} allocatable"
+
+
 def _gpu_reasons(demand: PodDemand, node: NodeView) -> list[str]:
     reasons: list[str] = []
     for name, units in sorted(demand.gpu_requests.items()):
         have = node.allocatable.get(name, 0.0)
         if have >= units:
             continue
-        if have > 0:
-            reasons.append(f"needs {units} {name}, node has {_fmt_count(have)} allocatable")
+        if have > 0 or node.used.get(name, 0.0) > 0:
+            reasons.append(f"needs {units} {name}, node has {_free(node, name, have)}")
             continue
         offered = sorted(k for k, v in node.allocatable.items() if v > 0 and gpu_resource(k) is not None)
         if offered:
@@ -233,10 +322,12 @@ def _cpu_memory_reasons(demand: PodDemand, node: NodeView) -> list[str]:
     reasons: list[str] = []
     cpu = node.allocatable.get("cpu")
     if demand.cpu_cores > 0 and cpu is not None and demand.cpu_cores > cpu + 1e-9:
-        reasons.append(f"needs {_fmt_count(demand.cpu_cores)} CPU, node has {_fmt_count(cpu)} allocatable")
+        reasons.append(f"needs {_fmt_count(demand.cpu_cores)} CPU, node has {_free(node, 'cpu', cpu)}")
     mem = node.allocatable.get("memory")
     if demand.memory_bytes > 0 and mem is not None and demand.memory_bytes > mem:
-        reasons.append(f"needs {_fmt_bytes(demand.memory_bytes)} memory, node has {_fmt_bytes(mem)} allocatable")
+        reasons.append(
+            f"needs {_fmt_bytes(demand.memory_bytes)} memory, node has {_free(node, 'memory', mem, _fmt_bytes)}"
+        )
     return reasons
 
 
@@ -330,6 +421,28 @@ def _gpu_selection_reasons(demand: PodDemand, node: NodeView) -> list[str]:
     return [f"needs {need} {resource} {sel.describe()}, node has {matching} matching of {len(node.gpus)}"]
 
 
+def hami_fit(demand: PodDemand, node: NodeView) -> hami.PodFit | None:
+    """HAMi's card-level fit of the pod on the node, or None when HAMi does not place it there (no
+    register, or no container asks for ``nvidia.com/gpu``)."""
+    if not node.hami or not demand.hami_requests:
+        return None
+    ann = demand.annotations
+    policy = hami.policy_of(ann, hami.GPU_POLICY_ANNOTATION, hami.DEFAULT_GPU_POLICY)
+    return hami.fit_pod(hami.copy_cards(node.cards), demand.hami_requests, hami.Selection.from_annotations(ann),
+                        policy)
+
+
+def _hami_reasons(demand: PodDemand, node: NodeView) -> list[str] | None:
+    """HAMi's reasons, or None when the node is not HAMi's to judge."""
+    if demand.hami_only and not node.hami:
+        why = "node is under the single MIG strategy" if node.mig_single else f"node has no {HAMI_REGISTER_ANNOTATION}"
+        return [f"asks for HAMi's {', '.join(demand.hami_only)}, {why} (HAMi does not manage its GPUs)"]
+    fit = hami_fit(demand, node)
+    if fit is None:
+        return None
+    return [] if fit.ok else [f"HAMi: {fit.reason}"]
+
+
 def filter_reasons(demand: PodDemand, node: NodeView) -> list[str]:
     """Every reason the node rejects the pod; empty when the pod fits."""
     reasons: list[str] = []
@@ -341,6 +454,7 @@ def filter_reasons(demand: PodDemand, node: NodeView) -> list[str]:
     reasons += gpu
     reasons += _cpu_memory_reasons(demand, node)
     if not gpu:  # which of its GPUs: only asked once the node has the GPUs at all
-        reasons += _gpu_selection_reasons(demand, node)
+        card_level = _hami_reasons(demand, node)
+        reasons += card_level if card_level is not None else _gpu_selection_reasons(demand, node)
     return reasons
 

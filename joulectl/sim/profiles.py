@@ -83,6 +83,13 @@ SCHEMA: dict[str, Any] = {
         "virtual": bool,
         "flags": [str],
         "catalogKey": str,
+        "dataFabricPciDevice": str,
+        "cpuidle": {
+            "driver": str,
+            "governor": str,
+            "governors": [str],
+            "states": [{"name": str, "desc": str, "latencyUs": int, "residencyUs": int}],
+        },
         "cpufreq": {
             "driver": str,  # intel_pstate | intel_cpufreq | amd-pstate-epp | acpi-cpufreq | none
             "hwp": bool,
@@ -113,6 +120,8 @@ SCHEMA: dict[str, Any] = {
         "architecture": str,
         "pciDeviceId": str,
         "pciClass": str,
+        "pciRevision": str,
+        "pciSubsystem": str,
         "busIds": [str],
         "uuids": [str],
         "memoryMiB": int,

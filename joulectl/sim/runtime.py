@@ -398,6 +398,7 @@ def run(
     on_start: StartFn | None = None,
     on_tick: TickFn | None = None,
     stop_event: threading.Event | None = None,
+    fuse: bool = False,
     workload: Callable[[Any], Workload] | None = None,
 ) -> RunSummary:
     """Render or resume every node of the spec, then run the tick loop.
@@ -409,7 +410,8 @@ def run(
     "rendered"|"resumed")`` after every tree the start renders or resumes; ``on_start(spec,
     models)`` once before the first tick and ``on_tick(output)`` after every tick's files are
     written (both in the tick loop's thread: they must not block). Setting ``stop_event`` stops
-    the run after the current tick, as Ctrl-C does (for a run in another thread).
+    the run after the current tick, as Ctrl-C does (for a run in another thread). With ``fuse``,
+    one process serves every node through a FUSE mount at ``root/fuse`` (:mod:`joulectl.sim.fuse`).
     """
     from joulectl.sim.clusterspec import load_spec
 
@@ -424,6 +426,14 @@ def run(
     readback_mode()  # a bad SIM_READBACK stops the start before anything is rendered
     spec = load_spec(spec_path, profiles_dir)
     root = os.path.abspath(root)
+    binding = None
+    if fuse and workload is not None:
+        raise InputError("a workload trace does not drive FUSE mode yet: run it without --fuse", field="--trace")
+    if fuse:
+        from joulectl.sim.fuse import serve
+
+        # A missing binding, or a root another run serves, stops the start before anything is rendered.
+        binding = serve.check(root)
     if os.path.exists(root) and not os.path.isdir(root):
         raise InputError("not a directory", file=root, field="--root")
     os.makedirs(root, exist_ok=True)
@@ -435,6 +445,10 @@ def run(
         entries = build_entries(spec, root)
         if on_start is not None:
             on_start(spec, [e.model for e in entries])
+        if fuse:
+            return serve.serve(entries, root, spec.facility, binding, ticks=ticks, duration_s=duration_s,
+                               tick_s=tick_s, fast=fast, progress=progress, rendered=rendered, resumed=resumed,
+                               on_tick=on_tick, stop_event=stop_event)
         return run_entries(entries, root, spec.facility, ticks=ticks, duration_s=duration_s, tick_s=tick_s,
                            fast=fast, workers=workers, progress=progress, rendered=rendered, resumed=resumed,
                            on_tick=on_tick, stop_event=stop_event,
@@ -467,11 +481,14 @@ def run_entries(
     clock: Callable[[], float] = time.time,
     on_tick: TickFn | None = None,
     stop_event: threading.Event | None = None,
+    pool: Any = None,
     workload: Workload | None = None,
 ) -> RunSummary:
     """The tick loop over prepared nodes (what :func:`run` does after the trees exist).
 
-    With a ``workload``, each tick's node loads come from it and it is told what the tick did."""
+    ``pool`` replaces the worker pool (FUSE mode's, with its nodes in this process). With a
+    ``workload``, each tick's node loads come from it and it is told what the tick did.
+    """
     mode = readback_mode()
     n_workers = max(1, min(workers or default_workers(), len(entries) or 1))
     shards = [entries[i::n_workers] for i in range(n_workers)]
@@ -492,11 +509,12 @@ def run_entries(
                          seconds=0.0)
     wall0 = time.monotonic()
     # No collection while the nodes' objects are built (see run): it would only rescan them.
-    gc.disable()
-    try:
-        pool = _Pool(shards, _nvml_io(), mode)
-    finally:
-        gc.enable()
+    if pool is None:
+        gc.disable()
+        try:
+            pool = _Pool(shards, _nvml_io(), mode)
+        finally:
+            gc.enable()
     try:
         summary.events += telemetry.append_events(root, pool.startup)
         pending: list[Event] = list(pool.startup)  # the start's events go out with the first tick
@@ -520,7 +538,10 @@ def run_entries(
                 now = clock()
             dt = max(0.0, now - prev)
             t0 = time.monotonic()
-            samples, events = pool.tick(now, dt, workload.loads(now, dt) if workload is not None else None)
+            if workload is None:
+                samples, events = pool.tick(now, dt)
+            else:
+                samples, events = pool.tick(now, dt, workload.loads(now, dt))
             if workload is not None:
                 workload.advance(now, dt, samples)
             prev = now

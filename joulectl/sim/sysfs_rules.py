@@ -473,19 +473,27 @@ def overlay_stores(content: bytes, old: bytes) -> list[bytes]:
 
 #: Attributes that take words: a refused content may be a shorter word over the old one's tail.
 WORD_KINDS = frozenset({"cpufreq_governor", "epp", "amd_perf_level", "amd_partition", "amd_sclk"})
+#: Numbers a tool writes without truncating (cpupower's ``sysfs_cpufreq_write_one_value``): a
+#: clamped content may be a shorter number over the old one's tail. Other numbers are written by
+#: truncating writers (shells, joulectl) or padded with NULs (powercap-set): taken whole.
+OVERLAY_NUMBER_KINDS = frozenset({"cpufreq_max", "cpufreq_min"})
 
 
 def resolve(kind: str, rule: Rule, content: bytes, old: bytes, ctx: Context | None = None) -> tuple[bytes, Verdict]:
     """The store a plain file's ``content`` most likely was, and the kernel's verdict on it.
 
     The whole content is the store unless the driver would not take it as it is: then a shorter
-    :func:`overlay_stores` candidate the driver takes as stored wins, for a number only when the
-    whole content would be clamped or wrapped (``8000000`` left by ``800000`` over ``4000000``),
-    for a word also when it would be refused (``powersavece``). A number the driver refuses stays
-    refused: a truncating writer may well have written it.
+    :func:`overlay_stores` candidate the driver takes as stored wins, for a word when the whole
+    content would be refused (``powersavece``), for a cpufreq limit when it would be clamped
+    (``8000000`` left by ``800000`` over ``4000000``). Any other number is taken whole: a 500 W
+    Flex 170 cap written with ``echo`` is clamped, never read as 50 W.
     """
     whole = apply(kind, rule, content, ctx)
-    if whole.as_stored or (whole.text is None and kind not in WORD_KINDS):
+    if whole.as_stored:
+        return content, whole
+    if kind in WORD_KINDS:
+        pass
+    elif kind not in OVERLAY_NUMBER_KINDS or whole.text is None:
         return content, whole
     for store in overlay_stores(content, old)[1:]:
         verdict = apply(kind, rule, store, ctx)

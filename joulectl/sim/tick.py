@@ -394,11 +394,17 @@ class NodeRuntime:
         self.nvml_io = nvml_io
         self.events: list[Event] = []
         self.writes = 0
+        #: Each component's power over the last step (W), and the seconds of the next interval whose
+        #: energy a read already accrued (:meth:`advance_energy`).
+        self.power_w: dict[str, float] = {}
+        self.energy_ahead: dict[str, float] = {}
         led = ledger_mod.load(node_dir)
         self.ledger = led if led is not None else ledger_mod.Ledger(model.node)
         self._freq_cache: dict[int, float] | None = None
         self._governors: dict[str, str] = {}
         self._epp_saved: dict[str, str] = {}
+        # scaling_max_freq values turbo-off cut to the base frequency, restored when turbo comes back
+        self._turbo_cut: dict[str, str] = {}
         sh = _shared(model)
         ws = model.writables
         self.by_component: dict[str, list[Writable]] = {k: [ws[i] for i in v] for k, v in sh.by_component.items()}
@@ -429,6 +435,9 @@ class NodeRuntime:
                 c.text = text
             link_groups = cache["h"]
             self._epp_saved.update(cache["e"])
+            cut = cache.get("k")
+            if isinstance(cut, dict):
+                self._turbo_cut.update({str(k): str(v) for k, v in cut.items()})
         else:
             for w, path in zip(ws, paths, strict=True):
                 w.path = path
@@ -445,7 +454,6 @@ class NodeRuntime:
         self._counter_at: dict[str, CounterFile] = {c.rel: c for c in model.counters
                                                     if c.rel in sh.shared_rels}
         self._cpuinfo_max: str | None = None
-        self._turbo_cut: dict[str, str] = {}
         self._initial_check(time.time(), fresh)
         self._sigs: list[tuple[int, int, int] | None] = [w.sig for w in ws]
         self._pos_map: dict[int, int] | None = None
@@ -539,7 +547,7 @@ class NodeRuntime:
             flat.extend(w.sig if w.sig is not None else (-1, -1, -1))
         doc = {"v": 2, "f": model_fingerprint(m), "t": self.ledger.tick, "s": flat,
                "w": [w.text for w in m.writables], "c": [c.text for c in m.counters],
-               "h": self._link_groups, "e": self._epp_saved}
+               "h": self._link_groups, "e": self._epp_saved, "k": self._turbo_cut}
         path = self._cache_path()
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
@@ -860,10 +868,17 @@ class NodeRuntime:
         comp_power["host"] = cpu_total + gpu_total
         # The counters start where the first tick's interval starts, not where it ends.
         st.setdefault("t0", round(now - dt_s, 3))
-        # Energy: unwrapped totals in the ledger, µJ (mJ for NVML GPUs).
+        # Energy: unwrapped totals in the ledger, µJ (mJ for NVML GPUs). A component whose energy a
+        # read already advanced past the previous tick (FUSE mode, :meth:`advance_energy`) accrues
+        # only the rest of the interval, so the counter never goes back.
+        ahead = self.energy_ahead
         for comp, watts in comp_power.items():
             unit = 1000.0 if (comp.startswith("gpu") and m.nvml) else 1_000_000.0
-            led.energy[comp] = led.energy.get(comp, 0) + round(watts * dt_s * unit)
+            span = dt_s - ahead.get(comp, 0.0) if ahead else dt_s
+            led.energy[comp] = led.energy.get(comp, 0) + round(watts * max(0.0, span) * unit)
+        if ahead:
+            self.energy_ahead = {c: a - dt_s for c, a in ahead.items() if a > dt_s}
+        self.power_w = comp_power
         for comp, total in led.energy.items():
             if comp.startswith("core"):
                 continue
@@ -881,6 +896,22 @@ class NodeRuntime:
         readings = {k: v for k, v in st.items() if k.startswith(_READING_PREFIXES)}
         return Sample(m.node, now, node_w, round(cpu_total, 2), round(gpu_total, 2), energy, gpu_power, caps,
                       governors, m.virtual, st["t0"], readings)
+
+    def advance_energy(self, comps: Iterable[str], ahead_s: float) -> None:
+        """Accrue the energy of ``comps`` up to ``ahead_s`` seconds past the last tick, at the power of
+        the last step (a read in FUSE mode: the counter moves between ticks). The next step accrues
+        the rest of its interval only."""
+        led = self.ledger.energy
+        power = self.power_w
+        ahead = self.energy_ahead
+        nvml = self.model.nvml
+        for comp in comps:
+            done = ahead.get(comp, 0.0)
+            if ahead_s <= done:
+                continue
+            unit = 1000.0 if (comp.startswith("gpu") and nvml) else 1_000_000.0
+            led[comp] = led.get(comp, 0) + round(power.get(comp, 0.0) * (ahead_s - done) * unit)
+            ahead[comp] = ahead_s
 
     def _cpu_cap_w(self, key: str) -> float | None:
         for w in self.by_component.get(key, ()):

@@ -1,17 +1,19 @@
 """Render (or resume) the node trees of a cluster spec under ``DIR/<node>/``.
 
-A node tree is a host root joulectl runs against unmodified (``--root DIR/<node>``): ``sys/``
-(powercap, cpufreq, PCI devices with hwmon, drm), ``proc/`` (cpuinfo, hostname, osrelease),
-``etc/hostname``, ``dev/`` markers, ``bin/`` (the fake vendor tools) and ``state/`` (node.json,
-manifest.json, nvml.json). File modes are those sysfs shows (0444 read-only, 0644 writable,
-0400 ``energy_uj``).
+A node tree is a host root joulectl runs against unmodified (``--root DIR/<node>``), and real
+tools too when its ``sys/`` is bound over ``/sys``: ``sys/`` (powercap, cpufreq, cpu topology and
+cpuidle, NUMA nodes, PCI functions with their config header, ids, irq and resources, hwmon, drm),
+``proc/`` (cpuinfo, hostname, osrelease), ``etc/hostname``, ``dev/`` markers, ``bin/`` (the fake
+vendor tools) and ``state/`` (node.json, manifest.json, nvml.json). File modes are those sysfs
+shows (0444 read-only, 0644 writable, 0400 ``energy_uj``). Every attribute is its own file, never
+a hard link: a write to one attribute changes no other (:mod:`joulectl.sim.sysfs_abi` holds the
+formats real tools read).
 
 Speed: the layout of a profile is computed once (:func:`template`) as flat lists of directories,
-files, hard links and symlinks; a node is then a loop of plain ``os`` calls. Read-only attributes
-that are the same in every cpufreq policy of a node are hard links to policy0's copy (they are
-never written by anyone, and linking costs a fraction of creating an inode). Trees are rendered
-into ``DIR/.<node>.rendering`` and renamed into place, so a half-rendered tree is never taken
-for a node.
+files and symlinks; a node is then a loop of plain ``os`` calls. Symlinks, which cannot be
+written, are hard links to one shared copy per profile (a directory entry instead of an inode).
+Trees are rendered into ``DIR/.<node>.rendering`` and renamed into place, so a half-rendered tree
+is never taken for a node.
 
 Resume: an existing ``DIR/<node>`` is never rendered again. Its ``state/node.json`` must name
 the same node, profile, profile hash and layout version, and every entry of the layout must be
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from joulectl.errors import InputError
+from joulectl.sim import sysfs_abi as abi
 from joulectl.sim.clusterspec import SpecNode
 from joulectl.sim.nvml_board import nvml_document
 from joulectl.sim.profiles import DEFAULT_LIMIT_BITS, PSYS_LIMIT_BITS, Profile
@@ -45,7 +48,7 @@ __all__ = [
     "write_nvml_state",
 ]
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 R, W, E = 0o444, 0o644, 0o400  # read-only attribute, writable attribute, energy_uj (PLATYPUS)
 AMD_PERF_LEVELS = (
     "auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
@@ -64,18 +67,13 @@ class Template:
 
     dirs: list[str] = field(default_factory=list)
     files: list[tuple[str, bytes, int]] = field(default_factory=list)
-    hardlinks: list[tuple[str, str]] = field(default_factory=list)  # (path, existing path)
     symlinks: list[tuple[str, str]] = field(default_factory=list)  # (path, relative target)
     writable: list[dict[str, Any]] = field(default_factory=list)
     counters: list[dict[str, Any]] = field(default_factory=list)
     nvml: dict[str, Any] | None = None
     #: directory -> {entry name: kind} ("d", "f", "l"), for resume checks
     expected: dict[str, dict[str, str]] = field(default_factory=dict)
-    _lookup: tuple[dict[str, tuple[bytes, int]], dict[str, str], dict[str, str]] | None = None
-    #: read-only files and symlinks every node of the profile can share (hard links to one inode)
-    shared_files: list[tuple[str, bytes, int]] = field(default_factory=list)
-    shared_symlinks: list[tuple[str, str]] = field(default_factory=list)
-    own_files: list[tuple[str, bytes, int]] = field(default_factory=list)
+    _lookup: tuple[dict[str, tuple[bytes, int]], dict[str, str]] | None = None
 
     def d(self, path: str) -> None:
         self.dirs.append(path)
@@ -98,11 +96,10 @@ class Template:
     def c(self, path: str, kind: str, component: str, **extra: Any) -> None:
         self.counters.append({"path": path, "kind": kind, "component": component, **extra})
 
-    def lookup(self) -> tuple[dict[str, tuple[bytes, int]], dict[str, str], dict[str, str]]:
-        """(files, symlinks, hard links) by path, built once."""
+    def lookup(self) -> tuple[dict[str, tuple[bytes, int]], dict[str, str]]:
+        """(files, symlinks) by path, built once."""
         if self._lookup is None:
-            self._lookup = ({rel: (data, mode) for rel, data, mode in self.files}, dict(self.symlinks),
-                            dict(self.hardlinks))
+            self._lookup = ({rel: (data, mode) for rel, data, mode in self.files}, dict(self.symlinks))
         return self._lookup
 
     def finish(self) -> None:
@@ -111,9 +108,7 @@ class Template:
             exp.setdefault(d, {})
             parent, _, name = d.rpartition("/")
             exp.setdefault(parent, {})[name] = "d"
-        for path, kind in [(p, "f") for p, _, _ in self.files] + [(p, "f") for p, _ in self.hardlinks] + [
-            (p, "l") for p, _ in self.symlinks
-        ]:
+        for path, kind in [(p, "f") for p, _, _ in self.files] + [(p, "l") for p, _ in self.symlinks]:
             parent, _, name = path.rpartition("/")
             exp.setdefault(parent, {})[name] = kind
         self.expected = exp
@@ -139,18 +134,20 @@ def _cpu_order(cpu: dict[str, Any]) -> list[tuple[int, int, int]]:
 
 
 def cpu_flags(cpu: dict[str, Any]) -> list[str]:
-    """The cpuinfo flags a profile implies (emulate-mode seed) plus its own ``flags``."""
-    out: list[str] = []
+    """The cpuinfo flags: the profile's ``flags`` (those a real CPU of that model shows), then the
+    ones its facts imply (emulate-mode seed) where the list lacks them: ``hwp`` (and ``hwp_epp``
+    under intel_pstate) where cpufreq.hwp is true, ``hypervisor`` on a virtual machine."""
+    out: list[str] = [str(f) for f in cpu.get("flags") or []]
+    have = set(out)
     freq = cpu.get("cpufreq") or {}
+    implied: list[str] = []
     if freq.get("hwp"):
-        out.append("hwp")
+        implied.append("hwp")
         if freq.get("driver") in ("intel_pstate", "intel_cpufreq"):
-            out.append("hwp_epp")
+            implied.append("hwp_epp")
     if cpu.get("virtual"):
-        out.append("hypervisor")
-    for flag in cpu.get("flags") or []:
-        if flag not in out:
-            out.append(str(flag))
+        implied.append("hypervisor")
+    out += [f for f in implied if f not in have]
     return out
 
 
@@ -206,6 +203,8 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
     for name in ("online", "possible", "present"):
         t.a(f"{base}/{name}", _range_text(n))
     t.a(f"{base}/offline", "")
+    # CONFIG_NR_CPUS - 1 of Ubuntu's and Debian's generic kernels (8192): lscpu sizes its CPU sets by it
+    t.a(f"{base}/kernel_max", 8191)
     freq = cpu.get("cpufreq") or {}
     driver = freq.get("driver", "none")
     for i in range(n):
@@ -224,16 +223,6 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
     epp = freq.get("epp")
     intel = driver in ("intel_pstate", "intel_cpufreq")
     amd = driver.startswith("amd-pstate")
-    # identical in every policy and never changed by the emulator: hard links to policy0's copy
-    # (cpuinfo_max_freq follows turbo in every policy at once: a write in place updates them all)
-    shared = ["cpuinfo_min_freq", "cpuinfo_max_freq", "cpuinfo_transition_latency", "scaling_driver",
-              "scaling_available_governors", "scaling_setspeed"]
-    if intel and freq.get("hwp"):
-        shared.append("base_frequency")
-    if epp_avail:
-        shared.append("energy_performance_available_preferences")
-    if amd:
-        shared += ["amd_pstate_lowest_nonlinear_freq", "amd_pstate_max_freq"]
     for i in range(n):
         p = f"{base}/cpufreq/policy{i}"
         comp = f"policy{i}"
@@ -245,30 +234,28 @@ def _cpufreq(t: Template, cpu: dict[str, Any]) -> None:
         t.a(f"{p}/scaling_max_freq", shown_max, W)
         t.a(f"{p}/scaling_min_freq", min_khz, W)
         t.w(f"{p}/scaling_governor", "cpufreq_governor", comp, allowed=governors, default=governor)
-        t.w(f"{p}/scaling_max_freq", "cpufreq_max", comp, minKhz=min_khz, maxKhz=max_khz, default=str(shown_max))
+        t.w(f"{p}/scaling_max_freq", "cpufreq_max", comp, minKhz=min_khz, maxKhz=max_khz, baseKhz=base_khz,
+            default=str(shown_max))
         t.w(f"{p}/scaling_min_freq", "cpufreq_min", comp, minKhz=min_khz, maxKhz=max_khz, default=str(min_khz))
         t.c(f"{p}/scaling_cur_freq", "freq_khz", comp)
         if epp_avail:
             t.a(f"{p}/energy_performance_preference", epp or "default", W)
             t.w(f"{p}/energy_performance_preference", "epp", comp, allowed=epp_avail, default=epp,
                 busyUnderPerformance=True, governorFile=f"{p}/scaling_governor")
-        if i == 0:
-            t.a(f"{p}/cpuinfo_min_freq", min_khz)
-            t.a(f"{p}/cpuinfo_max_freq", shown_max)
-            t.a(f"{p}/cpuinfo_transition_latency", int(freq.get("transitionLatencyNs", 0)))
-            t.a(f"{p}/scaling_driver", driver)
-            t.a(f"{p}/scaling_available_governors", " ".join(governors))
-            t.a(f"{p}/scaling_setspeed", "<unsupported>", W)
-            if "base_frequency" in shared:
-                t.a(f"{p}/base_frequency", base_khz)
-            if epp_avail:
-                t.a(f"{p}/energy_performance_available_preferences", " ".join(epp_avail) + " ")
-            if amd:
-                t.a(f"{p}/amd_pstate_lowest_nonlinear_freq", min_khz)
-                t.a(f"{p}/amd_pstate_max_freq", max_khz)
-        else:
-            for name in shared:
-                t.hardlinks.append((f"{p}/{name}", f"{base}/cpufreq/policy0/{name}"))
+        # every attribute its own file: a write to one policy's file changes no other
+        t.a(f"{p}/cpuinfo_min_freq", min_khz)
+        t.a(f"{p}/cpuinfo_max_freq", shown_max)
+        t.a(f"{p}/cpuinfo_transition_latency", int(freq.get("transitionLatencyNs", 0)))
+        t.a(f"{p}/scaling_driver", driver)
+        t.a(f"{p}/scaling_available_governors", " ".join(governors))
+        t.a(f"{p}/scaling_setspeed", "<unsupported>", W)
+        if intel and freq.get("hwp"):
+            t.a(f"{p}/base_frequency", base_khz)
+        if epp_avail:
+            t.a(f"{p}/energy_performance_available_preferences", " ".join(epp_avail) + " ")
+        if amd:
+            t.a(f"{p}/amd_pstate_lowest_nonlinear_freq", min_khz)
+            t.a(f"{p}/amd_pstate_max_freq", max_khz)
         t.link(f"{base}/cpu{i}/cpufreq", f"../cpufreq/policy{i}")
     if intel:
         ip = f"{base}/intel_pstate"
@@ -367,17 +354,24 @@ def _cpu_hwmon(t: Template, cpu: dict[str, Any], next_hwmon: list[int]) -> None:
     if cpu.get("virtual"):
         return
     amd = cpu["vendor"] == "AuthenticAMD"
+    order = _cpu_order(cpu)
     for s in range(int(cpu["sockets"])):
         if amd:
-            dev = f"sys/devices/pci0000:{(s * 0x80):02x}/0000:{(s * 0x80):02x}:18.3"
-            t.d(f"sys/devices/pci0000:{(s * 0x80):02x}")
+            # k10temp binds to function 3 of each socket's data fabric, all on bus 0 of domain 0
+            # at devices 18h.. (arch/x86/kernel/amd_nb.c); ids from the profile.
+            bdf = f"0000:00:{0x18 + s:02x}.3"
+            if bdf.endswith(".3") and s == 0:
+                t.d("sys/bus/pci/drivers/k10temp")
+            pid = abi.ids("0x1022", cpu.get("dataFabricPciDevice", "0x14b3"), "0x060000", "0x00", "0x0000:0x0000")
+            dev = abi.pci_function(t, bdf, pid, "k10temp", numa=0, nr_cpus=len(order), irq=0,
+                                   local_cpus=[n for n, (ps, _c, _t) in enumerate(order) if ps == 0])
         else:
             dev = f"sys/devices/platform/coretemp.{s}"
             t.d("sys/devices/platform")
+            t.d(dev)
         n = next_hwmon[0]
         next_hwmon[0] += 1
         h = f"{dev}/hwmon/hwmon{n}"
-        t.d(dev)
         t.d(f"{dev}/hwmon")
         t.d(h)
         t.a(f"{h}/name", "k10temp" if amd else "coretemp")
@@ -391,25 +385,20 @@ def _cpu_hwmon(t: Template, cpu: dict[str, Any], next_hwmon: list[int]) -> None:
 # -- GPUs --------------------------------------------------------------------------------------
 
 
-def _pci_dev(t: Template, bdf: str, vendor_id: str, device_id: str, pci_class: str, driver: str,
-             numa: int, subsys: str = "0x0000") -> str:
-    domain, bus = bdf.split(":")[0], bdf.split(":")[1]
-    host = f"sys/devices/pci{domain}:{bus}"
-    dev = f"{host}/{bdf}"
-    if host not in t.dirs:
-        t.d(host)
-    t.d(dev)
-    t.a(f"{dev}/vendor", vendor_id)
-    t.a(f"{dev}/device", device_id)
-    t.a(f"{dev}/class", pci_class)
-    t.a(f"{dev}/subsystem_vendor", vendor_id)
-    t.a(f"{dev}/subsystem_device", subsys)
-    t.a(f"{dev}/numa_node", numa)
-    t.a(f"{dev}/enable", 1, W)
-    t.link(f"{dev}/driver", f"../../../bus/pci/drivers/{driver}")
-    t.link(f"sys/bus/pci/devices/{bdf}", f"../../../devices/pci{domain}:{bus}/{bdf}")
-    t.link(f"sys/bus/pci/drivers/{driver}/{bdf}", f"../../../../devices/pci{domain}:{bus}/{bdf}")
-    return dev
+def _gpu_pci(t: Template, prof: Profile, i: int, bdf: str, vendor_id: str, device_id: str, driver: str,
+             subsystem: str | None = None) -> str:
+    """The PCI function of GPU ``i``: ids, revision and subsystem from the profile, its NUMA
+    node's CPUs, IRQ ``96 + 8 i`` (an assumption) and the vendor's BAR layout."""
+    g = prof.gpus
+    sockets = int(prof.cpu["sockets"])
+    order = _cpu_order(prof.cpu)
+    numa = _numa(i, prof.gpu_count, sockets)
+    sub = subsystem or str(g.get("pciSubsystem") or f"{vendor_id}:0x0000")
+    pid = abi.ids(vendor_id, device_id, str(g.get("pciClass", "0x038000")), str(g.get("pciRevision", "0x00")), sub)
+    vendor = {"0x10de": "nvidia", "0x1002": "amd"}.get(vendor_id, "intel")
+    bars = abi.bar_addresses(i, abi.gpu_bars(vendor, int(g.get("memoryMiB", 0) or 0)))
+    return abi.pci_function(t, bdf, pid, driver, numa=numa, nr_cpus=len(order), irq=96 + 8 * i, bars=bars,
+                            local_cpus=[n for n, (s, _c, _t) in enumerate(order) if s == numa])
 
 
 def _drm(t: Template, dev: str, card: int) -> None:
@@ -444,7 +433,6 @@ def _amd(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
     g = prof.gpus
     amd = g.get("amd") or {}
     power = g.get("power") or {}
-    sockets = int(prof.cpu["sockets"])
     t.d("sys/bus/pci/drivers/amdgpu")
     t.f("dev/kfd", b"", 0o666)
     pinned = g.get("pinnedCapW")
@@ -452,8 +440,7 @@ def _amd(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
     cards: list[dict[str, Any]] = []
     for i, bdf in enumerate(g["busIds"]):
         comp = f"gpu{i}"
-        dev = _pci_dev(t, bdf, "0x1002", str(g.get("pciDeviceId", "0x0000")), str(g.get("pciClass", "0x038000")),
-                       "amdgpu", _numa(i, prof.gpu_count, sockets))
+        dev = _gpu_pci(t, prof, i, bdf, "0x1002", str(g.get("pciDeviceId", "0x0000")), "amdgpu")
         secondary = bool(g.get("secondaryDies")) and i % 2 == 1
         primary = g["busIds"][i - 1] if secondary else None
         h = _hwmon_dir(t, dev, next_hwmon, "amdgpu")
@@ -523,7 +510,6 @@ def _intel(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
     g = prof.gpus
     it = g.get("intel") or {}
     driver = str(it.get("driver", "i915"))
-    sockets = int(prof.cpu["sockets"])
     t.d(f"sys/bus/pci/drivers/{driver}")
     rated = _uw(float(it["ratedMaxW"]))
     clamp = [_uw(float(it.get("clampMinW", 40))), _uw(float(it.get("clampMaxW", it["ratedMaxW"])))]
@@ -531,8 +517,7 @@ def _intel(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
     en = "energy1" if driver == "i915" else "energy2"
     for i, bdf in enumerate(g["busIds"]):
         comp = f"gpu{i}"
-        dev = _pci_dev(t, bdf, "0x8086", str(g.get("pciDeviceId", "0x0000")), str(g.get("pciClass", "0x038000")),
-                       driver, _numa(i, prof.gpu_count, sockets))
+        dev = _gpu_pci(t, prof, i, bdf, "0x8086", str(g.get("pciDeviceId", "0x0000")), driver)
         h = _hwmon_dir(t, dev, next_hwmon, driver)
         t.a(f"{h}/{ch}_max", rated, 0o664)
         t.a(f"{h}/{ch}_rated_max", rated)
@@ -552,8 +537,6 @@ def _intel(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
 
 
 def _nvidia(t: Template, prof: Profile) -> None:
-    g = prof.gpus
-    sockets = int(prof.cpu["sockets"])
     t.d("sys/bus/pci/drivers/nvidia")
     t.f("dev/nvidiactl", b"", 0o666)
     t.f("dev/nvidia-uvm", b"", 0o666)
@@ -563,8 +546,9 @@ def _nvidia(t: Template, prof: Profile) -> None:
         pci = board.get("pci") or {}
         dev_id = int(pci.get("device_id", 0))
         sub = int(pci.get("subsystem_id", 0))
-        _pci_dev(t, bdf, "0x10de", f"0x{dev_id >> 16:04x}", str(g.get("pciClass", "0x030200")), "nvidia",
-                 _numa(i, prof.gpu_count, sockets), f"0x{sub >> 16:04x}")
+        # NVML's subsystem id is the device in the high half, the vendor in the low half
+        _gpu_pci(t, prof, i, bdf, "0x10de", f"0x{dev_id >> 16:04x}", "nvidia",
+                 f"0x{sub & 0xFFFF:04x}:0x{sub >> 16:04x}" if sub else None)
         t.f(f"dev/nvidia{int(board.get('minor_number', i))}", b"", 0o666)
     t.nvml = nvml_document(prof)
 
@@ -601,6 +585,10 @@ def template(prof: Profile) -> Template:
     t.f("proc/meminfo", f"MemTotal:       {mem_kib} kB\nMemFree:        {mem_kib - mem_kib // 50} kB\n")
     t.a("proc/sys/kernel/osrelease", (prof.data.get("node") or {}).get("kernel", "6.8.0-57-generic"))
     _cpufreq(t, cpu)
+    order = _cpu_order(cpu)
+    abi.topology(t, order)
+    abi.numa_nodes(t, order)
+    abi.cpuidle(t, len(order), cpu.get("cpuidle") or {})
     _powercap(t, cpu)
     next_hwmon = [0]
     _cpu_hwmon(t, cpu, next_hwmon)
@@ -634,17 +622,6 @@ def template(prof: Profile) -> Template:
     t.dirs = ordered
     t.finish()
     _node_files_expected(t)
-    counters = {c["path"] for c in t.counters}
-    sources = {src for _, src in t.hardlinks}
-    for entry in t.files:
-        rel, _, mode = entry
-        name = rel.rpartition("/")[2]
-        if mode == R and rel not in counters and rel not in sources and not name.endswith(_LIVE_SUFFIXES) \
-                and name not in _LIVE_NAMES:
-            t.shared_files.append(entry)
-        else:
-            t.own_files.append(entry)
-    t.shared_symlinks = list(t.symlinks)
     if len(_TEMPLATES) >= 32:  # a long-lived process (tests, a planner) sees many profiles
         _TEMPLATES.pop(next(iter(_TEMPLATES)))
     _TEMPLATES[key] = t
@@ -703,18 +680,16 @@ def _dir_sigs(target: str, t: Template) -> dict[str, int]:
 
 
 SHARED_DIR = ".joulectl-shared"
-#: read-only attributes an emulator may advance (hwmon readings, busy percent): never shared
-_LIVE_SUFFIXES = ("_input", "_average", "_uj", "_freq")
-_LIVE_NAMES = frozenset({"gpu_busy_percent", "pp_dpm_sclk", "power_dpm_force_performance_level", "power1_cap_default"})
 
 
 def _ensure_store(root: str, t: Template, key: str) -> str | None:
-    """``root/.joulectl-shared/<profile hash>``: one copy of the profile's shareable entries.
+    """``root/.joulectl-shared/<profile hash>``: one copy of the profile's symlinks.
 
-    Node trees hard-link their read-only attributes and symlinks to it, which costs a directory
-    entry instead of an inode each. Nothing may write these files (sysfs refuses writes to 0444
-    attributes; a write here would show in every node). Removing the store leaves every tree
-    intact. Returns None when the store cannot be made (the nodes then get their own copies).
+    Node trees hard-link their symlinks to it, which costs a directory entry instead of an inode
+    each. Only symlinks are shared: a symlink cannot be written (a write through it reaches its
+    target, relative, inside the node), while every attribute is its own file, so a write to one
+    node's (or one policy's) attribute changes no other. Removing the store leaves every tree
+    intact. Returns None when the store cannot be made (the nodes then get their own symlinks).
     """
     base = os.path.join(root, SHARED_DIR)
     store = os.path.join(base, key)
@@ -728,14 +703,12 @@ def _ensure_store(root: str, t: Template, key: str) -> str | None:
             shutil.rmtree(tmp)
         os.mkdir(tmp, 0o755)
         made: set[str] = set()
-        for rel in [r for r, _, _ in t.shared_files] + [r for r, _ in t.shared_symlinks]:
+        for rel in [r for r, _ in t.symlinks]:
             parent = rel.rpartition("/")[0]
             if parent and parent not in made:
                 os.makedirs(os.path.join(tmp, parent), 0o755, exist_ok=True)
                 made.add(parent)
-        for rel, data, mode in t.shared_files:
-            _write_file(tmp + "/" + rel, data, mode)
-        for rel, target_rel in t.shared_symlinks:
+        for rel, target_rel in t.symlinks:
             os.symlink(target_rel, tmp + "/" + rel)
         _write_file(tmp + "/.complete", b"", 0o444)
         try:
@@ -765,28 +738,20 @@ def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = 
         op, wr, cl = os.open, os.write, os.close
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
         ln = os.link
-        own = t.own_files if store else t.files
-        for rel, data, mode in own:
+        for rel, data, mode in t.files:
             fd = op(pre + rel, flags, mode)
             if data:
                 wr(fd, data)
             cl(fd)
         if store:
             spre = store + "/"
-            for rel, data, mode in t.shared_files:
-                try:
-                    ln(spre + rel, pre + rel)
-                except OSError:  # EMLINK (too many links) or a damaged store: an own copy
-                    _write_file(pre + rel, data, mode)
-            for rel, target_rel in t.shared_symlinks:
+            for rel, target_rel in t.symlinks:
                 try:
                     ln(spre + rel, pre + rel, follow_symlinks=False)
                 except OSError:
                     os.symlink(target_rel, pre + rel)
         for rel, data, mode in _node_files(node, t):
             _write_file(pre + rel, data, mode)
-        for rel, src in t.hardlinks:
-            ln(pre + src, pre + rel)
         if not store:
             sl = os.symlink
             for rel, target_rel in t.symlinks:
@@ -841,7 +806,7 @@ def _resume(node: SpecNode, t: Template, target: str) -> int:
                 f"remove {target} to render the node fresh (its counters restart at zero)", file=label,
             )
     node_files: dict[str, tuple[bytes, int]] | None = None  # built only when one is missing
-    files, links, hard = t.lookup()
+    files, links = t.lookup()
     created = 0
     try:
         with open(target + "/" + SIG_FILE, encoding="utf-8") as fh:
@@ -876,8 +841,8 @@ def _resume(node: SpecNode, t: Template, target: str) -> int:
                         os.mkdir(path, 0o755)
                     elif rel in links:
                         os.symlink(links[rel], path)
-                    elif rel in files or rel in hard:
-                        data, mode = files[rel] if rel in files else files[hard[rel]]
+                    elif rel in files:
+                        data, mode = files[rel]
                         _write_file(path, data, mode)
                     else:
                         if node_files is None:

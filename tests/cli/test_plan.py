@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
         (["--gpu-governor", "eco"], "--gpu-governor: expected PROFILE=PRESET (like eco=efficient), got 'eco'"),
         (["--gpu-governor", "idle=low"], "--gpu-governor: unknown profile 'idle' (expected performance or eco)"),
         (["--gpu-governor", "eco=turbo"], "--gpu-governor: unknown GPU governor preset 'turbo'"),
-        (["--selector", "=x"], "--selector: expected KEY=VALUE or KEY, got '=x'"),
+        (["--selector", "=x"], "--selector: a requirement has no key in '=x'"),
     ],
 )
 def test_bad_flags(cli: Callable[..., Any], nodes_file: Path, args: list[str], message: str) -> None:
@@ -321,3 +322,45 @@ def test_enforced_limit_below_the_requested_one_is_budgeted(cli: Callable[..., A
         "GPUs budgeted at their enforced limit 500 W (requested limits above it)")
     # eco caps at 60 % of 700 W = 420 W, below the enforced limit: the cap decides
     assert eco["powerMeasurement"]["gpuCappedPowerW"] == 3360
+
+
+def test_streamed_json_of_a_large_plan_is_the_twins_json() -> None:
+    """Above JSON_INDENT_MAX_ITEMS the twins are written from one JSON text per kind of twin with the
+    names put in: the text must be what json.dumps gives for every twin (telemetry, racks, draining
+    nodes and node names that need escaping included)."""
+    import io
+
+    from joulectl.cli.plan import JSON_INDENT_MAX_ITEMS, json_list, write_json_list
+    from joulectl.k8s import iter_pods
+    from joulectl.planning import ClusterInput, PlanOptions, plan
+
+    def node(i: int) -> dict[str, Any]:
+        gpu = i % 3 == 0
+        labels = {"joulie.io/rack": f"rack-{i % 7}", "joulie.io/cooling-zone": f"z{i % 2}",
+                  "feature.node.kubernetes.io/cpu-model.name": "AMD EPYC 9654 96-Core Processor",
+                  "feature.node.kubernetes.io/cpu-sockets": "2"}
+        res = {"cpu": "384", "memory": "1Ti"}
+        if gpu:
+            labels.update({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"})
+            res["nvidia.com/gpu"] = "8"
+        name = f"node-{i:04d}" + ('"q' if i == 5 else "")
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                "status": {"capacity": res, "allocatable": res}}
+
+    nodes = [node(i) for i in range(JSON_INDENT_MAX_ITEMS + 500)]
+    telemetry = {f"node-{i:04d}": 500.0 + i for i in range(0, 1500, 11)}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {
+        "joulie.io/workload-class": "performance"}}, "spec": {"nodeName": "node-0004", "containers": [{"name": "c"}]}}
+    pods = list(iter_pods(pod))
+
+    def cluster() -> ClusterInput:
+        return ClusterInput(nodes=nodes, telemetry=telemetry, telemetry_given=True, pods=pods,
+                            facility={"ambientC": 25.0, "coolingZones": [{"name": "z1", "offsetC": 5.0}]})
+
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    streamed = io.StringIO()
+    write_json_list(plan(cluster(), PlanOptions(performance_fraction=0.3), now=now), streamed)
+    reference = plan(cluster(), PlanOptions(performance_fraction=0.3), now=now)
+    assert any(t["status"]["schedulableClass"] == "draining" for t in reference.twins)
+    assert streamed.getvalue() == json_list(reference.twins)
+    assert len(json.loads(streamed.getvalue())["items"]) == 1500

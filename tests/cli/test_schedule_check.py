@@ -98,8 +98,11 @@ def test_performance_pod_with_gpu_type(cli: Callable[..., Any], files: Callable[
         "train", "ml", "performance", {"nvidia.com/gpu": 8})
     assert pod["feasible"] is True and pod["bestNode"] == "h100-0"
     nodes = _by_node(pod)
-    assert nodes["h100-0"] == {"node": "h100-0", "fits": True, "reason": "headroom 100.0, cooling 0.0", "score": 85}
-    assert nodes["a100-0"]["reason"] == "needs 8 nvidia.com/gpu of type H100, node has 0 matching of 8"
+    # HAMi places the 8 vGPUs on the 8 free cards, walking them from the last (spread, equal scores)
+    assert nodes["h100-0"] == {"node": "h100-0", "fits": True, "reason": "headroom 100.0, cooling 0.0", "score": 85,
+                               "devices": [[f"GPU-h{i}" for i in range(7, -1, -1)]]}
+    assert nodes["a100-0"]["reason"] == (
+        "HAMi: no card of type H100 (the node's cards: NVIDIA-NVIDIA A100-SXM4-80GB)")
     assert nodes["h100-1"]["reason"] == "performance pod rejected from eco node (NodeTwin class eco)"
     assert nodes["mig-0"]["fits"] is False and "draining node" in nodes["mig-0"]["reason"]
     assert nodes["cpu-0"]["score"] is None
@@ -115,7 +118,8 @@ def test_standard_pod_prefers_eco_and_uuid_pinning(cli: Callable[..., Any], file
     assert {n["node"]: n["score"] for n in infer["nodes"] if n["fits"]} == {"a100-0": 75, "h100-0": 83, "h100-1": 57}
     assert infer["bestNode"] == "h100-0"
     assert pinned["bestNode"] == "a100-0"
-    assert _by_node(pinned)["h100-0"]["reason"] == "needs 1 nvidia.com/gpu with UUID GPU-a3, node has 0 matching of 8"
+    assert _by_node(pinned)["h100-0"]["reason"] == "HAMi: no card allowed by use-gpuuuid GPU-a3"
+    assert _by_node(pinned)["a100-0"]["devices"] == [["GPU-a3"]]
 
 
 def test_mig_pod_and_no_gpu_pod(cli: Callable[..., Any], files: Callable[..., list[str]]) -> None:
@@ -314,7 +318,7 @@ def test_examples_against_the_example_cluster(cli: Callable[..., Any]) -> None:
     assert train["class"] == "performance" and train["gpuRequest"] == {"nvidia.com/gpu": 8}
     assert [n["node"] for n in train["nodes"] if n["fits"]] == ["h100-0"]
     assert _by_node(train)["h100-1"]["reason"] == "performance pod rejected from eco node (NodeTwin class eco)"
-    assert _by_node(train)["a100-0"]["reason"] == "needs 8 nvidia.com/gpu of type H100, node has 0 matching of 8"
+    assert _by_node(train)["a100-0"]["reason"].startswith("HAMi: no card of type H100 (the node's cards: ")
     # the init container (8 CPU) runs alone: the trainer's 64 CPU is the pod's CPU request
     assert train["cpuRequest"] == 64
 
@@ -344,7 +348,8 @@ def test_spec_path_on_the_smoke_example(cli: Callable[..., Any], files: Callable
     # the spec's H100 node carries HAMi's register with its eight "NVIDIA-NVIDIA H100 80GB HBM3" GPUs
     assert h100["bestNode"] == "sxm-nopm-0" and [n["node"] for n in h100["nodes"] if n["fits"]] == ["sxm-nopm-0"]
     assert _by_node(h100)["intel-0"]["reason"] == "needs 8 nvidia.com/gpu, node has no GPU resources"
-    assert _by_node(a100)["sxm-nopm-0"]["reason"] == "needs 1 nvidia.com/gpu of type A100, node has 0 matching of 8"
+    assert _by_node(a100)["sxm-nopm-0"]["reason"] == (
+        "HAMi: no card of type A100 (the node's cards: NVIDIA-NVIDIA H100 80GB HBM3)")
     assert a100["feasible"] is False
     # planned twins are fresh at --now: scores come from the plan's budgets, not the neutral 50
     assert web["feasible"] is True
@@ -367,3 +372,23 @@ def test_spec_path_uses_the_plan_flags(cli: Callable[..., Any], files: Callable[
     # every node at performance: the performance pod fits both
     code, doc = _doc(cli, [path, "--spec", str(spec), "--performance-fraction", "1"])
     assert code == 0 and all(n["fits"] for n in doc["pods"][0]["nodes"])
+
+
+def test_table_groups_pods_of_one_shape_and_the_reasons_nodes_fail(cli: Callable[..., Any],
+                                                                    files: Callable[..., list[str]]) -> None:
+    pods = [_pod(f"infer-{i}", {"nvidia.com/gpu": 1}) for i in range(3)] + [_pod("cpu", {"cpu": "1"})]
+    r = cli("schedule-check", *files(pods))
+    assert r.exit_code == 0
+    blocks = r.stdout.split("\n\n")
+    # one block for the three identical pods, one for the CPU pod
+    assert blocks[0].splitlines()[0] == ("3 pods of one shape: Pod ml/infer-0, Pod ml/infer-1, Pod ml/infer-2 "
+                                         "(standard, 1 nvidia.com/gpu): fits, best node h100-0")
+    rows = [line.split() for line in blocks[0].splitlines()[2:]]
+    # the best node first, then by score (a100-0 75, h100-1 57, as in the scoring test above)
+    assert [row[:3] for row in rows[:3]] == [["yes", "h100-0", "83"], ["yes", "a100-0", "75"],
+                                             ["yes", "h100-1", "57"]]
+    assert " ".join(rows[3]) == "no 1 node: cpu-0 - needs 1 nvidia.com/gpu, node has no GPU resources"
+    assert " ".join(rows[4]) == ("no 1 node: mig-0 - needs 1 nvidia.com/gpu, node offers none "
+                                 "(it has nvidia.com/mig-1g.5gb: 14)")
+    # cpu-0: eco twin, headroom 100, cooling 0: 70 + 15 + 10 (standard on eco) = 95
+    assert blocks[1].splitlines()[0] == "Pod ml/cpu (standard, no GPU): fits, best node cpu-0"

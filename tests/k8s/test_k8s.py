@@ -51,10 +51,10 @@ def test_node_gpu_count_precedence() -> None:
         4, "joulie.io/hw.gpu-count")
     h100 = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert k8s.node_gpu_count(_node(h100)) == (8, "nvidia.com/gpu.count")
-    # the single MIG strategy makes gpu.count count MIG devices: fall through to resources
+    # the single MIG strategy makes gpu.count count MIG devices: 56 of 1g.5gb, 7 per A100 (issue 15)
     mig = _node({"nvidia.com/gpu.count": "56", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"},
                 {"nvidia.com/gpu": "56"})
-    assert k8s.node_gpu_count(mig) == (56, "resources")
+    assert k8s.node_gpu_count(mig) == (8, "nvidia.com/gpu.count: 56 MIG devices 1g.5gb, 7 per GPU")
     assert k8s.node_gpu_count(_node({"gpu.intel.com/device.count": "4"}, {"gpu.intel.com/i915": "16"})) == (
         4, "gpu.intel.com/device.count")
     assert k8s.node_gpu_count(_node({}, {"vendor.example/gpu": "3"})) == (3, "resources")

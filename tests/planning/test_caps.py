@@ -106,7 +106,9 @@ def test_unknown_model_gives_pct_only(kube: SimpleNamespace) -> None:
     labels = {"nvidia.com/gpu.product": "NVIDIA-Unknown-Board", "nvidia.com/gpu.count": "2"}
     p = plan_caps(facts(kube.gpu_node("g", labels, "nvidia.com/gpu", 2)), "eco", PlanOptions(absolute_caps=True))
     assert p.gpu == {"powerCap": {"scope": "perGpu", "capPctOfMax": 60}}
-    assert "no cap range" in p.notes[0]
+    assert p.notes[0] == ("GPU model NVIDIA-Unknown-Board is not in the catalog: budgets assume a generic 350 W GPU"
+                          " (min 175 W)")
+    assert "no cap range" in p.notes[1]
 
 
 def test_zero_pct_means_no_gpu_intent(kube: SimpleNamespace) -> None:

@@ -156,7 +156,7 @@ def test_queue_aware_from_pods(kube: SimpleNamespace) -> None:
          {"nvidia.com/gpu": "8"}, 8, "nvidia.com/gpu.count"),
         # single MIG strategy: the resource counts MIG devices, the product carries -MIG-
         ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "nvidia.com/gpu.count": "56"},
-         {"nvidia.com/gpu": "56"}, 56, "resources"),
+         {"nvidia.com/gpu": "56"}, 8, "nvidia.com/gpu.count: 56 MIG devices 1g.10gb, 7 per GPU"),
         # mixed MIG strategy
         ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"},
          {"nvidia.com/mig-3g.40gb": "16"}, 8, "nvidia.com/gpu.count"),

@@ -103,7 +103,7 @@ def test_export_without_joulie_count_labels_uses_the_seed_precedence(
     counts = {n: t["metadata"]["annotations"].get("joulectl.io/gpu-count") for n, t in twins.items()}
     assert counts == {
         "whole-0": "8 (nvidia.com/gpu.count)",
-        "migs-0": "56 (resources)",  # the single MIG strategy counts MIG devices (seed caveat)
+        "migs-0": "8 (nvidia.com/gpu.count: 56 MIG devices 1g.10gb, 7 per GPU)",  # 7 MIG devices per H100
         "migm-0": "8 (nvidia.com/gpu.count)",
         "tsr-0": "4 (nvidia.com/gpu.count)",
         "tsn-0": "4 (nvidia.com/gpu.count)",

@@ -116,14 +116,14 @@ def test_gpu_type_annotations_per_gpu(mixed_cluster: dict[str, Any]) -> None:
     want_h100 = pod({"nvidia.com/gpu": 2}, {"nvidia.com/use-gputype": "h100"})  # case-insensitive substring
     assert filter_reasons(want_h100, mixed_cluster["h100"]) == []
     assert filter_reasons(want_h100, mixed_cluster["a100"]) == [
-        "needs 2 nvidia.com/gpu of type h100, node has 0 matching of 8"]
+        "HAMi: no card of type h100 (the node's cards: NVIDIA-NVIDIA A100-SXM4-80GB)"]
     assert filter_reasons(want_h100, mixed_cluster["half"]) == []  # 4 of its 8 GPUs match
     eight = pod({"nvidia.com/gpu": 8}, {"nvidia.com/use-gputype": "H100"})
     assert filter_reasons(eight, mixed_cluster["half"]) == [
-        "needs 8 nvidia.com/gpu of type H100, node has 4 matching of 8"]
+        "HAMi: needs 8 cards for 8 vGPUs, 4 fit: 4 cards not of type H100 (NVIDIA-NVIDIA A100-SXM4-80GB)"]
     no_a100 = pod({"nvidia.com/gpu": 2}, {"nvidia.com/nouse-gputype": "A100"})
     assert filter_reasons(no_a100, mixed_cluster["a100"]) == [
-        "needs 2 nvidia.com/gpu not of type A100, node has 0 matching of 8"]
+        "HAMi: no card not of type A100 (the node's cards: NVIDIA-NVIDIA A100-SXM4-80GB)"]
     assert filter_reasons(no_a100, mixed_cluster["h100"]) == []
     either = pod({"nvidia.com/gpu": 1}, {"nvidia.com/use-gputype": "A40, A100"})
     assert filter_reasons(either, mixed_cluster["a100"]) == []
@@ -135,12 +135,12 @@ def test_gpu_uuid_annotations_exact(mixed_cluster: dict[str, Any]) -> None:
     one = pod({"nvidia.com/gpu": 1}, {"nvidia.com/use-gpuuuid": f"{uuids[3]},GPU-elsewhere"})
     assert filter_reasons(one, mixed_cluster["a100"]) == []
     assert filter_reasons(one, mixed_cluster["h100"]) == [
-        f"needs 1 nvidia.com/gpu with UUID {uuids[3]}|GPU-elsewhere, node has 0 matching of 8"]
+        f"HAMi: no card allowed by use-gpuuuid {uuids[3]},GPU-elsewhere"]
     prefix = pod({"nvidia.com/gpu": 1}, {"nvidia.com/use-gpuuuid": uuids[3][:-1]})  # exact, not a substring
     assert filter_reasons(prefix, mixed_cluster["a100"]) != []
     avoid = pod({"nvidia.com/gpu": 8}, {"nvidia.com/nouse-gpuuuid": uuids[0]})
     assert filter_reasons(avoid, mixed_cluster["a100"]) == [
-        f"needs 8 nvidia.com/gpu not UUID {uuids[0]}, node has 7 matching of 8"]
+        f"HAMi: needs 8 cards for 8 vGPUs, 7 fit: 1 card excluded by nouse-gpuuuid {uuids[0]}"]
     assert filter_reasons(avoid, mixed_cluster["h100"]) == []
 
 

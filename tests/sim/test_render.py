@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -62,12 +63,17 @@ def test_cpuinfo_blocks_and_flags_follow_the_seed(all_trees: dict[str, Path]) ->
     blocks = [b for b in intel.split("\n\n") if b.strip()]
     assert len(blocks) == 128
     assert "model name\t: INTEL(R) XEON(R) GOLD 6530" in blocks[0]
-    assert "flags\t\t: hwp hwp_epp\n" in blocks[0]
+    # the flags a real Emerald Rapids shows (lm: lscpu's 64-bit op-mode), the seed's implied ones among them
+    flags = re.search(r"^flags\t\t: (.*)$", blocks[0], re.MULTILINE)
+    assert flags and flags.group(1).startswith("fpu vme de pse tsc msr")
+    assert {"lm", "constant_tsc", "hwp", "hwp_epp", "amx_tile"} <= set(flags.group(1).split())
+    assert "rapl" not in flags.group(1).split() and "hypervisor" not in flags.group(1).split()
     assert "physical id\t: 1" in blocks[32] and "physical id\t: 0" in blocks[64]
     vm = (all_trees["vm-no-powercap"] / "proc/cpuinfo").read_text()
-    assert vm.count("processor\t:") == 8 and "flags\t\t: hypervisor\n" in vm
+    assert vm.count("processor\t:") == 8 and " hypervisor " in vm and " hwp " not in vm
     amd = (all_trees["amd-epyc-2s-energy-only"] / "proc/cpuinfo").read_text()
-    assert amd.count("processor\t:") == 384 and "flags" not in amd
+    assert amd.count("processor\t:") == 384
+    assert " rapl " in amd and " cppc " in amd and " lm " in amd and " hwp " not in amd
 
 
 def test_vm_has_no_cpufreq_and_no_powercap(all_trees: dict[str, Path]) -> None:
@@ -148,7 +154,7 @@ def test_node_meta_and_nvml_state(all_trees: dict[str, Path], tmp_path: Path) ->
     meta = json.loads((tree / "state/node.json").read_text())
     prof = ProfileSet().get("nvidia-l40s-4gpu")
     assert (meta["node"], meta["profile"], meta["profileHash"], meta["layoutVersion"]) == (
-        tree.name, "nvidia-l40s-4gpu", prof.profile_hash(), 1)
+        tree.name, "nvidia-l40s-4gpu", prof.profile_hash(), 2)
     st = read_nvml_state(str(tree))
     g = st["gpus"][0]
     assert g["busId"] == "00000000:4F:00.0" and g["architecture"] == "ada"
@@ -337,29 +343,32 @@ def test_root_that_is_a_file_is_an_input_error(cli, tmp_path: Path) -> None:
     assert (r.exit_code, r.stderr) == (2, f"joulectl: error: {root}: --root: is not a directory\n")
 
 
-def test_nodes_of_one_profile_share_read_only_inodes(tmp_path: Path) -> None:
+def test_every_attribute_is_its_own_file_only_symlinks_are_shared(tmp_path: Path) -> None:
     spec = parse_spec(spec_doc([{"name": "x", "profile": "intel-xeon-2s-rapl", "count": 3}]), "x")
     render_nodes(spec.nodes, str(tmp_path), workers=1)
     store = tmp_path / ".joulectl-shared" / spec.nodes[0].profile.profile_hash()
     assert (store / ".complete").exists()
-    rel = "sys/devices/system/cpu/cpufreq/policy9/affected_cpus"
-    inodes = {os.stat(tmp_path / f"x-{i}" / rel).st_ino for i in range(3)}
-    assert inodes == {os.stat(store / rel).st_ino}
+    # read-only attributes too: one inode per node and per policy, never a hard link
+    for rel in ("sys/devices/system/cpu/cpufreq/policy9/affected_cpus",
+                "sys/devices/system/cpu/cpufreq/policy9/cpuinfo_max_freq",
+                "sys/devices/system/cpu/cpu9/topology/core_id",
+                "sys/devices/system/cpu/cpufreq/policy9/scaling_governor",
+                "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/constraint_0_power_limit_uw"):
+        assert len({os.stat(tmp_path / f"x-{i}" / rel).st_ino for i in range(3)}) == 3, rel
+        assert os.stat(tmp_path / "x-0" / rel).st_nlink == 1, rel
+    policies = {os.stat(tmp_path / "x-0" / f"sys/devices/system/cpu/cpufreq/policy{p}/cpuinfo_max_freq").st_ino
+                for p in range(128)}
+    assert len(policies) == 128
+    # symlinks (which cannot be written) are shared through the store
     link = "sys/devices/system/cpu/cpu9/cpufreq"
     assert {os.lstat(tmp_path / f"x-{i}" / link).st_ino for i in range(3)} == {os.lstat(store / link).st_ino}
     assert os.path.realpath(tmp_path / "x-1" / link) == str((tmp_path / "x-1" / "sys/devices/system/cpu/cpufreq/"
                                                               "policy9").resolve())
-    # writable attributes and counters stay one inode per node
-    for own in ("sys/devices/system/cpu/cpufreq/policy9/scaling_governor",
-                "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/energy_uj",
-                "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/constraint_0_power_limit_uw"):
-        assert len({os.stat(tmp_path / f"x-{i}" / own).st_ino for i in range(3)}) == 3
-    # the trees do not depend on the store, and a resume gives a missing shared entry its own copy
+    # the trees do not depend on the store, and a resume gives a missing symlink its own copy
     shutil.rmtree(tmp_path / ".joulectl-shared")
-    (tmp_path / "x-2" / rel).unlink()
+    (tmp_path / "x-2" / link).unlink()
     stats = render_nodes(spec.nodes, str(tmp_path))
-    assert stats.created_entries == 1 and read(tmp_path / "x-2" / rel) == "9"
-    assert read(tmp_path / "x-0" / rel) == "9"
+    assert stats.created_entries == 1 and os.readlink(tmp_path / "x-2" / link) == "../cpufreq/policy9"
 
 
 def test_status_ignores_the_shared_store(cli, tmp_path: Path, write_spec) -> None:
@@ -372,7 +381,7 @@ def test_status_ignores_the_shared_store(cli, tmp_path: Path, write_spec) -> Non
 
 
 @pytest.mark.parametrize("profile", ["amd-instinct-mi300x-8gpu", "intel-flex-170-4gpu", "nvidia-h100-sxm-8gpu"])
-def test_no_writable_or_advancing_file_is_shared(tmp_path: Path, profile: str) -> None:
+def test_no_file_is_shared(tmp_path: Path, profile: str) -> None:
     spec = parse_spec(spec_doc([{"name": "s", "profile": profile, "count": 2}]), "x")
     render_nodes(spec.nodes, str(tmp_path), workers=1)
     m = load_manifest(str(tmp_path / "s-0"))
@@ -382,5 +391,5 @@ def test_no_writable_or_advancing_file_is_shared(tmp_path: Path, profile: str) -
         assert os.stat(tmp_path / "s-0" / rel).st_ino != os.stat(tmp_path / "s-1" / rel).st_ino, rel
     for tree in (tmp_path / "s-0", tmp_path / "s-1"):
         for p in tree.rglob("*"):
-            if p.is_file() and not p.is_symlink() and os.stat(p).st_nlink > 1:
-                assert mode(p) & 0o222 == 0 or p.name == "scaling_setspeed", p
+            if p.is_file() and not p.is_symlink():
+                assert os.lstat(p).st_nlink == 1, p

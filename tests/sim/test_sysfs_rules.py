@@ -124,6 +124,11 @@ def test_sclk_command_reads_back_the_table() -> None:
         ("amdgpu_cap", AMDCAP, b"600000000\n", b"500000000\n", b"600000000\n", None),
         # echo 450000 > scaling_min_freq over 800000: truncated, taken as it is (clamped)
         ("cpufreq_min", FREQ, b"450000\n", b"800000\n", b"450000\n", "800000\n"),
+        # a 500 W Flex 170 cap written whole over 150 W: clamped, never read as the 50 W prefix
+        ("intel_pl1", sr.Rule(clamp_uw=(40_000_000, 150_000_000)), b"500000000\n", b"150000000\n",
+         b"500000000\n", "150000000\n"),
+        # a 5000 W PL1 over 270 W wraps in the 15-bit field (904 W), never read as a prefix
+        ("rapl_limit", RAPL, b"5000000000\n", b"270000000\n", b"5000000000\n", "904000000\n"),
         # powercap-set: longer than the old content, the whole store
         ("rapl_limit", RAPL, b"200000000" + b"\0" * 15, b"270000000\n", b"200000000" + b"\0" * 15, "200000000\n"),
     ],

@@ -1,0 +1,205 @@
+"""Benchmark: FUSE mode of ``simulate run`` (issue 14) with ``--nodes`` ``intel-xeon-2s-rapl`` nodes.
+
+Method:
+
+- Renders ``--nodes`` (default 200) nodes into ``--root`` (default: a directory under TMPDIR, on
+  disk) unless they exist there, then runs one resume without FUSE so every case below starts
+  from the same resumed trees.
+- Start: ``joulectl simulate run SPEC --root DIR --fuse --tick 1`` is started; reported is the wall
+  time from the process's start to every node's ``sys/`` being visible through the mount (Python
+  start-up, spec, the renderer's resume check, the runtimes, the mount), and the time from SIGTERM
+  to the process's exit with the mount gone. Both over ``--starts`` (default 3) runs, median; next
+  to them the same start and stop without FUSE (``simulate run --ticks 0 --workers 1``, start to
+  exit), so the mount's own share is the difference; and the CPU seconds of each (the children's
+  rusage), which the machine's load does not inflate.
+- Reads: from this process, ``--reads`` (default 2000) ``open``/``read``/``close`` of one attribute
+  of node 0 through the mount and on the plain tree, alternating in blocks of 100; median and 90th
+  percentile per attribute kind (a static attribute, a counter the tick writes, an energy counter,
+  which the read steps, and a writable attribute).
+- discover: ``joulectl --root R discover -o json`` through the mount and on the plain tree,
+  alternately, ``--discover`` (default 10) runs each; median wall time and the ratio.
+- Tick: the run serving all nodes with the tick at 1 s while the reads and discovers above go on,
+  then ``--ticks`` more seconds idle; its own summary gives the median tick and the overruns.
+- The load average before each case is reported (the machine is shared).
+
+Usage: ``python benchmarks/bench_fuse.py [--nodes N] [--reads R] [--discover D] [--ticks T]
+[--starts S] [--root DIR] [--keep]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SPEC = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {{name: bench-fuse}}
+spec:
+  pools:
+  - {{name: intel, profile: intel-xeon-2s-rapl, count: {count}}}
+"""
+ATTRS = {
+    "static (cpuinfo_max_freq)": "sys/devices/system/cpu/cpufreq/policy0/cpuinfo_max_freq",
+    "counter (scaling_cur_freq)": "sys/devices/system/cpu/cpufreq/policy0/scaling_cur_freq",
+    "energy (energy_uj)": "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/energy_uj",
+    "writable (scaling_governor)": "sys/devices/system/cpu/cpufreq/policy0/scaling_governor",
+}
+JOULECTL = [sys.executable, "-m", "joulectl"]
+
+
+def _load() -> str:
+    with open("/proc/loadavg", encoding="utf-8") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+def _served(mnt: Path, names: list[str]) -> bool:
+    try:
+        return all(os.path.isdir(mnt / n / "sys") for n in names)
+    except OSError:
+        return False
+
+
+def _start(spec: Path, root: Path, names: list[str]) -> tuple[subprocess.Popen[str], float]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--fuse", "--tick", "1",
+                             "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not _served(root / "fuse", names):
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise SystemExit(f"simulate run --fuse exited {proc.returncode}: {err}")
+        time.sleep(0.005)
+    return proc, time.perf_counter() - t0
+
+
+def _stop(proc: subprocess.Popen[str], root: Path) -> tuple[float, dict[str, object]]:
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    took = time.perf_counter() - t0
+    if (root / "fuse").exists() and os.path.ismount(root / "fuse"):
+        raise SystemExit("the mount is still there after the stop")
+    try:
+        return took, json.loads(out)
+    except ValueError:
+        raise SystemExit(f"no summary from the run: {err.strip()}") from None
+
+
+def _child_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _reads(path: Path, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fd = os.open(path, os.O_RDONLY)
+        os.read(fd, 4096)
+        os.close(fd)
+        out.append((time.perf_counter_ns() - t0) / 1000)
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def _discover(root: Path) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run([*JOULECTL, "--root", str(root), "discover", "-o", "json"], capture_output=True, text=True,
+                       check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"discover on {root} failed: {r.stderr.strip()}")
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--reads", type=int, default=2000)
+    ap.add_argument("--discover", type=int, default=10)
+    ap.add_argument("--ticks", type=int, default=20)
+    ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--root")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    base = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="bench-fuse-"))
+    base.mkdir(parents=True, exist_ok=True)
+    spec = base / f"spec-{args.nodes}.yaml"
+    spec.write_text(SPEC.format(count=args.nodes))
+    root = base / "root"
+    names = [f"intel-{i}" for i in range(args.nodes)]
+    try:
+        print(f"render/resume {args.nodes} nodes (load {_load()})", flush=True)
+        subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "1", "--fast"],
+                       check=True, capture_output=True)
+        plain_runs, plain_cpu, fuse_cpu = [], [], []
+        for _ in range(args.starts):
+            t0, c0 = time.perf_counter(), _child_cpu()
+            subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "0",
+                            "--workers", "1"], check=True, capture_output=True)
+            plain_runs.append(time.perf_counter() - t0)
+            plain_cpu.append(_child_cpu() - c0)
+        starts, stops = [], []
+        for _ in range(max(0, args.starts - 1)):
+            load = _load()
+            c0 = _child_cpu()
+            proc, took = _start(spec, root, names)
+            starts.append(took)
+            stops.append(_stop(proc, root)[0])
+            fuse_cpu.append(_child_cpu() - c0)
+        load = _load()
+        proc, took = _start(spec, root, names)
+        starts.append(took)
+        node = root / "fuse" / names[0]
+        plain = root / names[0]
+        print(f"\nreads of one attribute, µs (load {load}): median / p90, through FUSE vs the plain tree")
+        for label, rel in ATTRS.items():
+            live: list[float] = []
+            ref: list[float] = []
+            for _ in range(max(1, args.reads // 100)):
+                live.extend(_reads(node / rel, 100))
+                ref.extend(_reads(plain / rel, 100))
+            print(f"  {label:28s} FUSE {statistics.median(live):6.1f} / {_pct(live, 0.9):6.1f}   "
+                  f"plain {statistics.median(ref):5.1f} / {_pct(ref, 0.9):5.1f}")
+        print(f"\ndiscover -o json, s (load {_load()}), {args.discover} runs each, alternating")
+        d_live, d_ref = [], []
+        for _ in range(args.discover):
+            d_live.append(_discover(node))
+            d_ref.append(_discover(plain))
+        ml, mr = statistics.median(d_live), statistics.median(d_ref)
+        print(f"  FUSE {ml:.3f}  plain {mr:.3f}  ratio {ml / mr:.2f}x (min {min(d_live):.3f} vs {min(d_ref):.3f})")
+        time.sleep(args.ticks)
+        stop, summary = _stop(proc, root)
+        stops.append(stop)
+        print(f"\none process serving {args.nodes} nodes, tick 1 s (load {_load()}): "
+              f"{summary['ticks']} ticks, median tick {float(summary['medianTickSeconds']) * 1000:.0f} ms, "  # type: ignore[arg-type]
+              f"overruns {summary['overruns']}")
+        print(f"mount start to serving {args.nodes} nodes: median {statistics.median(starts):.2f} s "
+              f"({', '.join(f'{s:.2f}' for s in starts)}); stop (SIGTERM to exit, unmounted): median "
+              f"{statistics.median(stops):.2f} s ({', '.join(f'{s:.2f}' for s in stops)})")
+        if fuse_cpu:
+            print(f"CPU seconds of a start and an immediate stop with FUSE: median {statistics.median(fuse_cpu):.2f}"
+                  f" ({', '.join(f'{s:.2f}' for s in fuse_cpu)})")
+        print(f"the same start and stop without FUSE (simulate run --ticks 0, 1 worker): median "
+              f"{statistics.median(plain_runs):.2f} s ({', '.join(f'{s:.2f}' for s in plain_runs)}), CPU "
+              f"{statistics.median(plain_cpu):.2f} s")
+    finally:
+        if not args.keep and not args.root:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

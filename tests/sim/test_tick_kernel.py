@@ -1,0 +1,127 @@
+"""Plain files as close as files allow (issue 14 item 2), on rendered trees.
+
+Writes made before the first run are checked at start and corrected on disk with an event; a
+``pp_dpm_sclk`` mask written while no emulator ran reads as the level table again; turbo turned
+off at run time moves every policy's ``cpuinfo_max_freq``; a store ends at its first NUL; one
+policy's attribute is its own file.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+from joulectl.sim import runtime
+from joulectl.sim.clusterspec import load_spec
+from joulectl.sim.tree import render_nodes
+
+SPEC = """\
+apiVersion: sim.joulie.io/v1alpha1
+kind: ClusterSpec
+metadata: {{name: t}}
+spec:
+  defaults:
+    baseLoad: {{cpuUtil: 0.5, gpuUtil: 0.5}}
+  pools:
+  - {{name: n, profile: {profile}, count: 1}}
+"""
+POLICY = "sys/devices/system/cpu/cpufreq/policy{}"
+RAPL0 = "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0"
+
+
+def _render(tmp_path: Path, profile: str) -> tuple[str, Path]:
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC.format(profile=profile))
+    root = tmp_path / "root"
+    render_nodes(load_spec(str(path)).nodes, str(root), workers=1)
+    return str(path), root
+
+
+def _events(root: Path) -> list[dict[str, object]]:
+    path = root / "events.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_pre_run_writes_are_corrected_on_disk_with_an_event(tmp_path: Path) -> None:
+    spec, root = _render(tmp_path, "intel-xeon-2s-rapl")
+    node = root / "n-0"
+    pl1 = node / RAPL0 / "constraint_0_power_limit_uw"
+    pl1.write_text("5000000000\n")  # 5000 W: 40000 units of 1/8 W in a 15-bit field
+    (node / POLICY.format(2) / "scaling_max_freq").write_text("9999999\n")
+    (node / POLICY.format(3) / "scaling_governor").write_text("turbo\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert pl1.read_text() == "904000000\n"  # (40000 - 32768) * 125000 µW
+    assert (node / POLICY.format(2) / "scaling_max_freq").read_text() == "4000000\n"
+    assert (node / POLICY.format(3) / "scaling_governor").read_text() == "powersave\n"
+    events = {(e["name"], e["attributes"]["file"].rsplit("/", 1)[-1]): e["attributes"]  # type: ignore[index,union-attr]
+              for e in _events(root)}
+    wrapped = events[("joulie.sim.write.clamped", "constraint_0_power_limit_uw")]
+    assert (wrapped["value"], wrapped["readback"], wrapped["reason"]) == ("5000000000", "904000000", "wrapped")
+    clamped = events[("joulie.sim.write.clamped", "scaling_max_freq")]
+    assert (clamped["value"], clamped["readback"]) == ("9999999", "4000000")
+    rejected = events[("joulie.sim.write.rejected", "scaling_governor")]
+    assert rejected["errno"] == errno.EINVAL
+
+
+def test_flex_cap_written_before_the_run_reads_back_clamped(tmp_path: Path) -> None:
+    spec, root = _render(tmp_path, "intel-flex-170-4gpu")
+    cap = next((root / "n-0" / "sys/bus/pci/devices/0000:4d:00.0/hwmon").iterdir()) / "power1_max"
+    cap.write_text("500000000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert cap.read_text() == "150000000\n"
+    [event] = [e for e in _events(root) if e["name"] == "joulie.sim.write.clamped"]
+    assert event["attributes"] == {"file": "/sys/devices/pci0000:4d/0000:4d:00.0/hwmon/" + cap.parent.name
+                                   + "/power1_max", "kind": "intel_pl1", "value": "500000000",
+                                   "readback": "150000000", "reason": "clamped"}
+
+
+def test_sclk_mask_written_while_down_reads_the_table_again(tmp_path: Path) -> None:
+    spec, root = _render(tmp_path, "amd-instinct-mi300x-8gpu")
+    sclk = root / "n-0" / "sys/bus/pci/devices/0000:0c:00.0/pp_dpm_sclk"
+    table = sclk.read_text()
+    assert table == "0: 500Mhz\n1: 1300Mhz\n2: 2100Mhz *\n"
+    sclk.write_text("0 1")  # what `governor set efficient` writes with no emulator running
+    (root / "n-0" / "sys/bus/pci/devices/0000:0c:00.0/power_dpm_force_performance_level").write_text("manual\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert sclk.read_text() == "0: 500Mhz\n1: 1300Mhz *\n2: 2100Mhz\n"
+    # a refused mask (past the table) also leaves the table, with an event
+    sclk.write_text("5")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert sclk.read_text().startswith("0: 500Mhz\n")
+    [event] = [e for e in _events(root) if e["name"] == "joulie.sim.write.rejected"]
+    assert event["attributes"]["errno"] == errno.EINVAL  # type: ignore[index]
+
+
+def test_cpuinfo_max_freq_follows_turbo_at_run_time(tmp_path: Path) -> None:
+    spec, root = _render(tmp_path, "intel-xeon-2s-rapl")
+    node = root / "n-0"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    (node / POLICY.format(7) / "scaling_max_freq").write_text("3000000\n")
+    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("1\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    for p in (0, 7, 127):
+        assert (node / POLICY.format(p) / "cpuinfo_max_freq").read_text() == "2100000\n"
+        assert (node / POLICY.format(p) / "scaling_max_freq").read_text() == "2100000\n"
+    # a maximum written while turbo is off stops at the base frequency
+    (node / POLICY.format(9) / "scaling_max_freq").write_text("3500000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(9) / "scaling_max_freq").read_text() == "2100000\n"
+    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("0\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(0) / "cpuinfo_max_freq").read_text() == "4000000\n"
+    assert (node / POLICY.format(0) / "scaling_max_freq").read_text() == "4000000\n"
+    assert (node / POLICY.format(7) / "scaling_max_freq").read_text() == "3000000\n"  # its own value back
+
+
+def test_store_ends_at_nul_and_one_policy_is_its_own_file(tmp_path: Path) -> None:
+    spec, root = _render(tmp_path, "intel-xeon-2s-rapl")
+    node = root / "n-0"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    pl1 = node / RAPL0 / "constraint_0_power_limit_uw"
+    pl1.write_bytes(b"200000000" + b"\0" * 15)  # as powercap-set writes it
+    (node / POLICY.format(0) / "cpuinfo_max_freq").write_text("9999999\n")  # root ignores 0444
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert pl1.read_text() == "200000000\n"
+    assert (node / POLICY.format(1) / "cpuinfo_max_freq").read_text() == "4000000\n"
+    assert not [e for e in _events(root) if e["name"] == "joulie.sim.write.rejected"]
