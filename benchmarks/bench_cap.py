@@ -12,6 +12,10 @@ Method (issue 4, SPEC §9):
   of per cent with the neighbours' load, the minimum and the CPU time much less.
 - Tool invocations: one more cap run in-process, reading ``Host.tool_calls`` (target for NVIDIA:
   one query call and at most one write call per distinct target value, plus one readback).
+- Fake tool start-up: the node's ``bin/nvidia-smi`` answering the cap's readback query
+  (``--query-gpu=pci.bus_id,power.limit,enforced.power.limit``), interleaved with a bare
+  ``python -S -c pass`` (the interpreter's floor, as the tool script starts), ``--repeat`` times
+  each; reported: both medians and what the tool adds over the floor, per call.
 
 Usage: ``python benchmarks/bench_cap.py [--repeat N] [--keep DIR]``.
 """
@@ -62,6 +66,27 @@ def _joulectl(*args: str) -> tuple[float, float]:
     return elapsed, cpu
 
 
+def _timed(argv: list[str]) -> float:
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=PYCACHE)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, env=env, check=True)
+    return time.perf_counter() - start
+
+
+def _tool_startup(node_root: Path, repeat: int) -> tuple[float, float]:
+    """Median wall time of one fake ``nvidia-smi`` readback query and of ``python -S -c pass``."""
+    tool = [str(node_root / "bin" / "nvidia-smi"), "--query-gpu=pci.bus_id,power.limit,enforced.power.limit",
+            "--format=csv,noheader,nounits"]
+    floor = [sys.executable, "-S", "-c", "pass"]
+    _timed(tool)
+    tools, floors = [], []
+    for _ in range(repeat):
+        tools.append(_timed(tool))
+        floors.append(_timed(floor))
+    return statistics.median(tools), statistics.median(floors)
+
+
 def _tool_calls(node_root: Path) -> tuple[list[tuple[str, ...]], list[str]]:
     from joulectl.host import Host
     from joulectl.ops.cap import build_request, execute
@@ -107,6 +132,9 @@ def main() -> None:
         detail = ", ".join(f"{k}: {n}" for k, n in kinds.items()) or "none"
         print(f"{label:<20} {v:>11.3f} {c:>8.3f} {c / v:>6.2f} {c_min / v_min:>9.2f} {c_cpu / v_cpu:>9.2f}"
               f"  {len(calls)} ({detail}); {statuses.count('applied')}/{len(statuses)} applied")
+    tool, floor = _tool_startup(root / NODES["nvidia 8x H100 SXM"], args.repeat * 2)
+    print(f"fake nvidia-smi readback query: {tool * 1000:.1f} ms median; python -S -c pass {floor * 1000:.1f} ms; "
+          f"the tool adds {(tool - floor) * 1000:.1f} ms per call")
     import shutil
 
     shutil.rmtree(PYCACHE, ignore_errors=True)
