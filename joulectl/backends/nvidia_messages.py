@@ -3,7 +3,8 @@
 The cap backend (``-pl``) and the NVIDIA governor backend (``-lgc``, ``-lmc``, ``-rgc``, ``-rmc``)
 both read the tool's output through :func:`decide`. Each row of :data:`ROWS` is a family of
 wordings (a pattern, not one exact phrase), the status it means, the exit codes the driver gives
-with it, and the driver range it was seen in. A line matches the first row whose pattern it
+with it, and the driver range it was seen in ("all drivers (no change known)" where the wording
+is not known to have changed: no bound is pinned). A line matches the first row whose pattern it
 contains; a row that names a bus id decides for that GPU only, one that names none for every GPU
 of the call. When rows disagree for one GPU, a row naming the GPU beats one that does not, and
 then a row whose exit codes include the tool's exit code beats one whose do not (the exit code is
@@ -50,11 +51,12 @@ def _row(key: str, pattern: str, status: Status | None, exits: Iterable[int], dr
 
 ROWS: tuple[Row, ...] = (
     _row("power-limit-set", rf"Power limit {_GPU} was set to ([\d.]+) W", Status.APPLIED, {0},
-         "R450-R580", "`-pl` transcripts: 'Power limit for GPU <bus id> was set to 420.00 W from 700.00 W.'"),
+         "all drivers (no change known)",
+         "public `-pl` transcripts (issue 22): 'Power limit for GPU <bus id> was set to 420.00 W from 700.00 W.'"),
     _row("gpu-clocks-set", rf'GPU clocks set to "\(gpuClkMin (\d+), gpuClkMax (\d+)\)" {_GPU}', Status.APPLIED,
-         {0}, "R470-R580", "`-lgc` transcripts"),
+         {0}, "all drivers with -lgc (Volta and newer GPUs)", "public `-lgc` transcripts (issue 22)"),
     _row("memory-clocks-set", rf'Memory clocks set to "\(memClkMin (\d+), memClkMax (\d+)\)" {_GPU}',
-         Status.APPLIED, {0}, "R515-R580 (Ampere and newer)", "`-lmc` transcripts"),
+         Status.APPLIED, {0}, "all drivers with -lmc (Ampere and newer GPUs)", "public `-lmc` transcripts (issue 22)"),
     _row("not-supported-in-scope", rf"is not supported in current scope {_GPU}", Status.UNSUPPORTED, {0, 3},
          "R535 and later", "`-pl` where the platform owns the limit (cloud SXM, laptops), issue 22 item 1"),
     _row("not-supported", rf"is not supported {_GPU}", Status.UNSUPPORTED, {0, 3},
@@ -62,13 +64,13 @@ ROWS: tuple[Row, ...] = (
          "'... is not supported for GPU <bus id>.' then 'Treating as warning and moving on.'"),
     _row("invalid-power-limit",
          rf"not a valid power limit which should be between\s*([\d.]+)\s*W\s*and\s*([\d.]+)\s*W(?:\s*{_GPU})?",
-         Status.BLOCKED, {2}, "R450-R580", "`-pl` outside power.min_limit..power.max_limit"),
+         Status.BLOCKED, {2}, "all drivers (no change known)", "`-pl` outside power.min_limit..power.max_limit"),
     _row("failed-insufficient-permissions", rf"{_GPU}:?\s*(?:failed:?\s*)?Insufficient Permissions",
-         Status.REFUSED, {4}, "R470-R580",
-         "unprivileged `-pl`: 'Failed to set power management limit for GPU <bus id>: Insufficient Permissions'"),
+         Status.REFUSED, {4}, "all drivers (no change known)", "unprivileged `-pl` (issue 22 item 6): 'Failed to "
+         "set power management limit for GPU <bus id>: Insufficient Permissions'"),
     _row("no-permission-to-change-clocks", rf"does not have permission to change clocks {_GPU}", Status.REFUSED,
-         {4}, "R470-R580", "unprivileged `-lgc`/`-lmc`/`-rgc`: 'The current user does not have permission to "
-         "change clocks for GPU <bus id>.'"),
+         {4}, "all drivers with clock locks (no change known)", "unprivileged `-lgc`/`-lmc`/`-rgc` (issue 22 "
+         "item 6): 'The current user does not have permission to change clocks for GPU <bus id>.'"),
     _row("insufficient-permissions",
          r"insufficient permissions|does not have permission|no permission|requires root|not permitted",
          Status.REFUSED, {4}, "all drivers", "a permission failure that names no GPU"),
@@ -79,7 +81,8 @@ ROWS: tuple[Row, ...] = (
          "follows the failure that stopped the command"),
     _row("warning-moving-on", r"Treating as warning and moving on", None, {0}, "all drivers",
          "follows a not-supported warning without -eow"),
-    _row("persistence-warning", r"persistence mode is disabled on device", None, {0}, "R470-R580",
+    _row("persistence-warning", r"persistence mode is disabled on device", None, {0},
+         "all drivers with clock locks (issue 22 item 6)",
          "`-lgc`/`-lmc` with persistence mode off: the lock is lost when the driver unloads"),
 )
 

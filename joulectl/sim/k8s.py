@@ -274,6 +274,10 @@ def node_hardware(node: SpecNode) -> dict[str, Any]:
             "count": n, "powerDomains": domains, "capRangePerGpu": cap, "currentCapWatts": cur,
             "controlAvailable": hi is not None,
         }
+        if prof.gpu_vendor == "nvidia" and prof.boards and cur is not None:
+            # the enforced limit, as discover reads it: held at the board's platform limit when lower
+            platform = (prof.boards[0].get("power") or {}).get("platform_limit_mw")
+            status["gpu"]["enforcedCapWatts"] = min(cur, platform / 1000) if platform is not None else cur
     else:
         status["gpu"] = {"present": False, "count": 0, "powerDomains": 0, "controlAvailable": False}
     status["inventoryResolution"] = {

@@ -421,3 +421,21 @@ def test_discover_reads_enforced_beside_requested(root: Path, trees: ModuleType,
     rows = [line for line in table_text(inv).splitlines() if "0000:18:00.0" in line or "0000:2a:00.0" in line]
     assert "700 W (enforced 500 W)" in rows[0]
     assert "enforced" not in rows[1]
+
+
+def test_the_exit_code_breaks_a_tie_between_messages_naming_the_gpu() -> None:
+    from joulectl.backends.nvidia_messages import decide
+
+    text = ("Changing power management limit is not supported in current scope for GPU: 00000000:18:00.0.\n"
+            "Failed to set power management limit for GPU 00000000:18:00.0: Insufficient Permissions\n")
+    assert decide(text, 4, ["0000:18:00.0"])["0000:18:00.0"].status is Status.REFUSED
+    assert decide(text, 0, ["0000:18:00.0"])["0000:18:00.0"].status is Status.UNSUPPORTED
+    assert decide("All done.\n", 0, ["0000:18:00.0"]) == {"0000:18:00.0": None}
+
+
+def test_every_row_of_the_message_table_cites_its_driver_range_and_source() -> None:
+    from joulectl.backends.nvidia_messages import ROWS
+
+    assert len({r.key for r in ROWS}) == len(ROWS)
+    assert all(r.drivers and r.source and r.exits for r in ROWS)
+    assert [r.drivers for r in ROWS if r.key == "not-supported-in-scope"] == ["R535 and later"]

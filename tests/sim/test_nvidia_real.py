@@ -162,6 +162,14 @@ def test_enforced_below_requested_in_discover_cap_and_plan(tmp_path: Path) -> No
     gpu = hw["status"]["gpu"]
     assert (gpu["currentCapWatts"], gpu["enforcedCapWatts"]) == (700, 500)
     assert {(dev["currentCapWatts"], dev["enforcedCapWatts"]) for dev in gpu["devices"]} == {(700, 500)}
+    from joulectl.sim.clusterspec import parse_spec
+    from joulectl.sim.k8s import node_hardware
+    from tests.sim.conftest import spec_doc
+
+    (spec_node,) = parse_spec(spec_doc([{"name": "plat", "profile": "nvidia-h100-sxm-8gpu", "count": 1,
+                                         "overrides": over}]), "test-spec").nodes
+    simulated = node_hardware(spec_node)["status"]["gpu"]  # what the simulated cluster's NodeHardware says
+    assert (simulated["currentCapWatts"], simulated["enforcedCapWatts"]) == (700, 500)
     table = joulectl(node, "discover").stdout
     assert table.count("700 W (enforced 500 W)") == 8
 

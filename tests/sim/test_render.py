@@ -304,6 +304,7 @@ def test_discover_reports_what_the_profile_says(cli, all_trees: dict[str, Path],
         assert gpu["vendor"] == prof.gpu_vendor
         assert gpu["capRangePerGpu"] == expected["gpu"]["capRangePerGpu"]
         assert gpu["currentCapWatts"] == expected["gpu"]["currentCapWatts"]
+        assert gpu.get("enforcedCapWatts") == expected["gpu"].get("enforcedCapWatts")
         assert gpu["model"] == expected["gpu"]["model"]
     for key in ("rawModel", "vendor", "sockets", "totalCores", "coresPerSocket", "driverFamily"):
         assert st["cpu"].get(key) == expected["cpu"].get(key), key

@@ -9,7 +9,6 @@ and a tick never lose each other's update (use :func:`nvml_transaction` for read
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 
 # The fake tools import this module at every call: no typing, contextlib or collections at run time.
@@ -21,6 +20,68 @@ NVML_STATE = "state/nvml.json"
 NVML_LOCK = "state/nvml.lock"
 MANIFEST = "state/manifest.json"
 NODE_META = "state/node.json"
+
+
+class _Context:
+    """What ``_json``'s C scanner reads from a decoder: strict JSON, plain dicts, Python numbers."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[name]
+
+
+def _decode_error(text: str, at: int) -> Exception:
+    import json
+
+    return json.JSONDecodeError("Expecting value", text, at)
+
+
+def loads(text: str) -> Any:
+    """JSON text -> value through ``_json``'s C scanner (the ``json`` package imports ``re`` and
+    with it ``enum``, ``functools`` and ``collections``: twice the start-up of a fake tool call)."""
+    try:
+        import _json
+    except ImportError:  # pragma: no cover - an interpreter without the C accelerator
+        import json
+
+        return json.loads(text)
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    try:
+        # typeshed types the context as a scanner; the C scanner reads only the attributes above
+        value, end = _json.make_scanner(_Context)(text, start)  # type: ignore[arg-type]
+    except StopIteration as e:
+        raise _decode_error(text, int(e.value)) from None
+    if text[end:].strip(" \t\n\r"):
+        raise _decode_error(text, end)
+    return value
+
+
+def _default(obj: object) -> object:
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def dumps(value: Any) -> str:
+    """Value -> compact JSON (``separators=(",", ":")``) through ``_json``'s C encoder."""
+    try:
+        import _json
+    except ImportError:  # pragma: no cover
+        import json
+
+        return json.dumps(value, separators=(",", ":"))
+    encode = _json.make_encoder({}, _default, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
+    return "".join(encode(value, 0))
+
+
+def _load(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        data: dict[str, Any] = loads(fh.read())
+    return data
 
 
 def _path(node_dir: str, rel: str) -> str:
@@ -55,16 +116,14 @@ def _locked(node_dir: str) -> _Locked:
 
 
 def _read(node_dir: str) -> dict[str, Any]:
-    with open(_path(node_dir, NVML_STATE), encoding="utf-8") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return _load(_path(node_dir, NVML_STATE))
 
 
 def _write(node_dir: str, state: dict[str, Any]) -> None:
     path = _path(node_dir, NVML_STATE)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(state, fh, separators=(",", ":"))
+        fh.write(dumps(state))
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -114,13 +173,9 @@ def nvml_transaction(node_dir: str) -> _Transaction:
 
 def load_manifest(node_dir: str) -> dict[str, Any]:
     """``state/manifest.json``: every agent-writable file with its rule, and every counter."""
-    with open(_path(node_dir, MANIFEST), encoding="utf-8") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return _load(_path(node_dir, MANIFEST))
 
 
 def load_node_meta(node_dir: str) -> dict[str, Any]:
     """``state/node.json``: node, profile, profileHash, layoutVersion."""
-    with open(_path(node_dir, NODE_META), encoding="utf-8") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return _load(_path(node_dir, NODE_META))
