@@ -649,7 +649,8 @@ def _reset_amd(host: Host, journal: Journal, dev: GpuDevice, dry_run: bool) -> D
     original = journal.original(bus, "perfLevel")
     # a run killed around its write leaves the level it was about to set pending: in force or not
     pending = journal.pending(bus, "perfLevel")
-    if level_now != ours and level_now not in pending:
+    # an empty or unreadable level is no operator's choice (a plain file a killed write truncated)
+    if level_now is not None and level_now != ours and level_now not in pending:
         ours = ours if ours is not None or not pending else pending[-1]
         if not dry_run:
             for s in ("perfLevel", "sclkLevels", PRESET):
@@ -688,8 +689,10 @@ def _reset_cpu(host: Host, inventory: NodeInventory, journal: Journal, dry_run: 
             results.append(_cpu_result(inventory, policy, Status.UNCHANGED,
                                        "nothing set by joulectl", before=before, after=before))
             continue
-        changed = (bool(ours_gov) and state.governor not in ours_gov) or (
-            bool(ours_epp) and state.governor != "performance" and state.epp not in ours_epp)
+        # an empty or unreadable value is no operator's choice (a plain file a killed write truncated)
+        changed = (bool(ours_gov) and state.governor is not None and state.governor not in ours_gov) or (
+            bool(ours_epp) and state.governor != "performance" and state.epp is not None
+            and state.epp not in ours_epp)
         if changed:
             if not dry_run:
                 for s in ("cpuGovernor", "epp", PRESET):
