@@ -356,7 +356,7 @@ def test_unknown_preset_lists_the_presets() -> None:
 
 def test_accepted_presets_per_gpu(tmp_path: Path) -> None:
     root = _root(tmp_path, [H100_TABLE])
-    ctx = gov._NvContext(Host(str(root)), [])
+    ctx = gov.new_context(Host(str(root)))
     assert gov.accepted_presets(nvidia_gpu(0), ctx, None) == ("auto", "efficient", "low", "peak")
     assert gov.accepted_presets(nvidia_gpu(0), ctx, H100) == ("auto", "sustained", "efficient", "low", "peak")
     assert gov.accepted_presets(nvidia_gpu(0, arch="volta"), ctx, H100) == ()
