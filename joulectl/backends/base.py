@@ -209,6 +209,20 @@ def verified(row: ShowRow, journal: Journal, message: str) -> ShowRow:
     return row
 
 
+def model_preset_for(device: GpuDevice, model_presets: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The model presets entry of this GPU's model (keys without GFD suffixes, matched as the
+    catalog matches names)."""
+    if not model_presets:
+        return None
+    from joulectl.catalog import normalize, strip_gfd_suffix
+
+    names = {normalize(strip_gfd_suffix(n)) for n in (device.model, device.raw_model) if n}
+    for key, value in model_presets.items():
+        if normalize(strip_gfd_suffix(key)) in names and isinstance(value, dict):
+            return value
+    return None
+
+
 def governor_module(vendor: str) -> ModuleType | None:
     """The governor backend module of a GPU vendor (``gov_<vendor>``), or None when joulectl has
     no governor for that vendor."""

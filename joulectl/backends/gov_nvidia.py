@@ -41,6 +41,7 @@ from joulectl.backends.base import (
     PRESET_SETTING,
     ShowRow,
     gpu_result,
+    model_preset_for,
     normalize_bus_id,
     preset_of,
     verified,
@@ -188,20 +189,6 @@ def parse_supported_clocks(text: str) -> dict[str, dict[int, list[int]]]:
         elif key.strip() == "Graphics" and num and mem is not None:
             current[mem].append(int(num.group(1)))
     return {bus: normalize_table(t) for bus, t in tables.items() if t}
-
-
-def model_preset_for(device: GpuDevice, model_presets: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The model presets entry of this GPU's model (keys without GFD suffixes, matched as the
-    catalog matches names)."""
-    if not model_presets:
-        return None
-    from joulectl.catalog import normalize, strip_gfd_suffix
-
-    names = {normalize(strip_gfd_suffix(n)) for n in (device.model, device.raw_model) if n}
-    for key, value in model_presets.items():
-        if normalize(strip_gfd_suffix(key)) in names and isinstance(value, dict):
-            return value
-    return None
 
 
 def plan_preset(
