@@ -66,19 +66,18 @@ def _path(policy: CpufreqPolicy, name: str) -> str:
 
 
 def read_state(host: Host, policy: CpufreqPolicy) -> PolicyState:
-    """The policy's governor and EPP as they are now (fresh reads, not the inventory's)."""
+    """The policy's governor and EPP as they are now (two fresh reads). The driver and the lists
+    of governors and EPP values are the inventory's, read by discover in the same run: reading
+    them again for every policy made a preset on 128 policies cost seven reads each."""
     gov = host.read_attr(_path(policy, "scaling_governor")).value or None
     epp_attr = host.read_attr(_path(policy, "energy_performance_preference"))
-    avail_gov = host.read_attr(_path(policy, "scaling_available_governors")).value
-    avail_epp = host.read_attr(_path(policy, "energy_performance_available_preferences")).value
-    driver = host.read_attr(_path(policy, "scaling_driver")).value or policy.driver
     return PolicyState(
         governor=gov,
         epp=epp_attr.value or None,
-        available_governors=avail_gov.split() if avail_gov else list(policy.available_governors),
-        available_epp=avail_epp.split() if avail_epp else list(policy.available_epp),
-        driver=driver,
-        has_epp=host.exists(_path(policy, "energy_performance_preference")),
+        available_governors=list(policy.available_governors),
+        available_epp=list(policy.available_epp),
+        driver=policy.driver,
+        has_epp=epp_attr.errno != errno.ENOENT,
     )
 
 
@@ -188,40 +187,46 @@ class CpuGovernor:
                             status=status, message=message, kind="cpu", **kw)
 
     def _write(self, journal: Journal, policy: CpufreqPolicy, state: PolicyState, governor: str | None,
-               epp: str | None) -> WriteResult:
-        """Write governor and EPP in the order that avoids EBUSY, journaling each write."""
+               epp: str | None) -> tuple[WriteResult, str | None, str | None]:
+        """Write governor and EPP in the order that avoids EBUSY, and journal what each write
+        left in force as read back, not what was asked: a governor change lets the driver pin
+        the EPP (``performance``) or put back the one it saved, and only the readback says
+        which. Returns the outcome and the governor and EPP in force after."""
         host = self.host
         key = policy_key(policy)
         vendor, model = self.vendor, self.cpu.model
+        now = {"governor": state.governor, "epp": state.epp}
+
+        def record(name: str, setting: str, value: str | None) -> None:
+            if value != now[name] and value is not None:
+                journal.record(key, setting, now[name], value, vendor=vendor, model=model, kind="cpu",
+                               command=GOVERNOR_COMMAND)
+            now[name] = value
 
         def do_gov() -> WriteResult:
-            if governor is None or governor == state.governor:
+            if governor is None or governor == now["governor"]:
                 return WriteResult(Status.UNCHANGED)
             w = write_governor(host, policy, governor)
             if w.status in OK_STATUSES:
-                journal.record(key, "cpuGovernor", state.governor, governor, vendor=vendor, model=model,
-                               kind="cpu", command=GOVERNOR_COMMAND)
-                if governor == "performance" and state.epp not in (None, "performance") and epp is None:
-                    # the driver pins EPP to performance: journal it so reset brings the EPP back
-                    journal.record(key, "epp", state.epp, "performance", vendor=vendor, model=model, kind="cpu",
-                                   command=GOVERNOR_COMMAND)
+                record("governor", "cpuGovernor", governor)
+                if state.has_epp:
+                    record("epp", "epp", host.read_attr(_path(policy, "energy_performance_preference")).value or None)
             return w
 
         def do_epp() -> WriteResult:
-            if epp is None or epp == state.epp:
+            if epp is None or epp == now["epp"]:
                 return WriteResult(Status.UNCHANGED)
             w = write_epp(host, policy, epp)
             if w.status in OK_STATUSES:
-                journal.record(key, "epp", state.epp, epp, vendor=vendor, model=model, kind="cpu",
-                               command=GOVERNOR_COMMAND)
+                record("epp", "epp", epp)  # read back by write_epp
             return w
 
         order = (do_epp, do_gov) if governor is not None and epp_first(governor) else (do_gov, do_epp)
         for step in order:
             w = step()
             if w.status not in OK_STATUSES:
-                return w
-        return WriteResult(Status.APPLIED)
+                return w, now["governor"], now["epp"]
+        return WriteResult(Status.APPLIED), now["governor"], now["epp"]
 
     def _intents(self, policy: CpufreqPolicy, state: PolicyState, governor: str | None,
                  epp: str | None) -> list[Intent]:
@@ -266,15 +271,14 @@ class CpuGovernor:
                 results.append(self._result(policy, Status.PLANNED, "", preset=preset, before=before,
                                            after=after))
                 continue
-            w = self._write(journal, policy, state, target.governor, target.epp)
-            now = read_state(host, policy)
+            w, gov_now, epp_now = self._write(journal, policy, state, target.governor, target.epp)
             if w.status in OK_STATUSES:
                 journal.record(policy_key(policy), PRESET_SETTING, None, {"preset": preset, "status": "applied"},
                                vendor=self.vendor, model=self.cpu.model,
                                kind="cpu", command=GOVERNOR_COMMAND)
             results.append(self._result(policy, w.status if w.status not in OK_STATUSES
-                                       else Status.APPLIED, w.message, preset=preset, before=before,
-                                       after=describe(now.governor, now.epp)))
+                                        else Status.APPLIED, w.message, preset=preset, before=before,
+                                        after=describe(gov_now, epp_now)))
         return results
 
     def _undo(self, policies: Sequence[CpufreqPolicy], journal: Journal, dry_run: bool) -> list[DeviceResult]:
@@ -315,16 +319,15 @@ class CpuGovernor:
             if dry_run:
                 results.append(self._result(policy, Status.PLANNED, "", before=before, after=after))
                 continue
-            w = self._write(journal, policy, state, gov, epp)
+            w, gov_now, epp_now = self._write(journal, policy, state, gov, epp)
             if w.status not in OK_STATUSES:
                 results.append(self._result(policy, w.status, w.message, before=before))
                 continue
             for s in ("cpuGovernor", "epp", PRESET_SETTING):
                 if journal.has_original(key, s):
                     journal.restored(key, s, command=GOVERNOR_COMMAND)
-            now = read_state(host, policy)
             results.append(self._result(policy, Status.APPLIED, "governor set by joulectl restored",
-                                       before=before, after=describe(now.governor, now.epp)))
+                                        before=before, after=describe(gov_now, epp_now)))
         return results
 
     def _show(self, policies: Sequence[CpufreqPolicy], journal: Journal) -> list[ShowRow]:
