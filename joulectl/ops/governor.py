@@ -23,7 +23,7 @@ whether it was verified).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from joulectl.backends.base import (
@@ -47,7 +47,7 @@ from joulectl.ops.select import select_devices
 __all__ = [
     "API_VERSION", "MODEL_PRESETS_ENV", "Context", "GovernorReport", "ShowRow", "accepted_presets",
     "apply_preset", "exit_code_for", "load_model_presets", "new_context", "parse_model_presets",
-    "plan_intents", "reset", "resolve_target", "result_dict", "run_reset", "run_set", "run_show", "show",
+    "plan_intents", "reset", "resolve_target", "result_dict", "run_reset", "run_set", "run_show", "show", "watch_show",
 ]
 
 COMMAND = "governor"
@@ -290,13 +290,21 @@ def _inventory(host: Host, gpu: bool, cpu: bool) -> NodeInventory:
 
 
 def _targets(gpu: bool, cpu: bool, selectors: Sequence[str], inv: NodeInventory) -> tuple[bool, bool]:
-    """Neither flag: the GPUs ``--device`` names; without ``--device`` every GPU (when the node has
-    any) and the CPUs."""
+    """``show`` without a flag: the GPUs ``--device`` names; without ``--device`` every GPU (when
+    the node has any) and the CPUs."""
     if gpu or cpu:
         return gpu, cpu
     if selectors:
         return True, False
     return bool(inv.gpus), True
+
+
+def _reset_targets(gpu: bool, cpu: bool, inv: NodeInventory) -> tuple[bool, bool]:
+    """``reset`` takes the default scope of ``set``: without a flag the GPUs (as ``set`` with a
+    GPU preset), the CPUs only with ``--cpu``, or on a node without GPUs."""
+    if gpu or cpu:
+        return gpu, cpu
+    return (True, False) if inv.gpus else (False, True)
 
 
 def _warn_journal(journal: Journal, warnings: list[str]) -> None:
@@ -401,13 +409,13 @@ def run_reset(host: Host, *, gpu: bool, cpu: bool, selectors: Sequence[str], dry
     if dry_run:
         journal = _peek_journal(host, warnings)
         inv = _inventory(host, gpu, cpu)
-        g, c = _targets(gpu, cpu, selectors, inv)
+        g, c = _reset_targets(gpu, cpu, inv)
         results = reset(host, inv, journal, gpu=g, cpu=c, selectors=selectors, dry_run=True)
         return GovernorReport("reset", inv.host.hostname, None, True, results)
     with node_lock(host, wait_s):
         journal = _load_journal(host, warnings)
         inv = _inventory(host, gpu, cpu)
-        g, c = _targets(gpu, cpu, selectors, inv)
+        g, c = _reset_targets(gpu, cpu, inv)
         try:
             results = reset(host, inv, journal, gpu=g, cpu=c, selectors=selectors)
         finally:
@@ -441,3 +449,22 @@ def run_show(host: Host, *, gpu: bool, cpu: bool, selectors: Sequence[str], wait
         except (JoulectlError, OSError) as e:
             warnings.append(f"could not record the verified locks in the journal: {e}")
     return GovernorReport("show", inv.host.hostname, rows=rows, presets=presets)
+
+
+def watch_show(host: Host, *, gpu: bool, cpu: bool, selectors: Sequence[str], wait_s: float,
+               model_presets_path: str | None, interval_s: float, count: int | None,
+               sleep: Callable[[float], None] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """``governor show --watch``: one table (and its warnings) per refresh, ``count`` times or for
+    ever; each refresh samples again and records what it verified, as one ``show`` does."""
+    import time
+
+    pause = sleep or time.sleep
+    n = 0
+    while count is None or n < count:
+        if n:
+            pause(interval_s)
+        warnings: list[str] = []
+        report = run_show(host, gpu=gpu, cpu=cpu, selectors=selectors, wait_s=wait_s,
+                          model_presets_path=model_presets_path, warnings=warnings)
+        n += 1
+        yield report.table_text(), warnings

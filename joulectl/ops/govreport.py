@@ -3,6 +3,7 @@ JSON/YAML (one record per device) and the exit code (SPEC §2)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,16 +67,53 @@ class GovernorReport:
         return doc
 
     def table_text(self) -> str:
+        """The table: rows identical but for the device collapse into one (``cpufreq:policy0-127
+        (128)``); ``-o json|yaml`` keep one record per device."""
         from joulectl.render import table
 
         if self.action == "show":
-            rows = [[r.device, r.model, r.preset, r.set_by, r.in_force, r.clocks, r.status,
-                     ",".join(r.presets), r.message] for r in self.rows]
+            rows = collapse([[r.device, r.model, r.preset, r.set_by, r.in_force, r.clocks, r.status,
+                              ",".join(r.presets), r.message] for r in self.rows])
             title = f"node {self.node}: GPU presets every GPU accepts: {', '.join(self.presets) or 'none'}"
             return table(["DEVICE", "MODEL", "PRESET", "SET BY", "IN FORCE", "CLOCKS", "STATUS", "PRESETS",
                           "MESSAGE"], rows, title=title)
-        rows = [[r.device, r.model, r.preset, r.before, r.after, str(r.status), r.message] for r in self.results]
+        rows = collapse([[r.device, r.model, r.preset, r.before, r.after, str(r.status), r.message]
+                         for r in self.results])
         return table(["DEVICE", "MODEL", "PRESET", "BEFORE", "AFTER", "STATUS", "MESSAGE"], rows)
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def device_span(devices: Sequence[str]) -> str:
+    """One label for the devices of a collapsed row: ``cpufreq:policy0-127 (128)`` where they
+    share a prefix and end in numbers (runs as ``0-63,96-127``), else the first and the last."""
+    if len(devices) == 1:
+        return devices[0]
+    parts = [_NUMBERED.match(d) for d in devices]
+    prefixes = {m.group(1) for m in parts if m}
+    if len(prefixes) == 1 and all(parts):
+        numbers = sorted(int(m.group(2)) for m in parts if m)
+        runs: list[str] = []
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            runs.append(str(start) if start == prev else f"{start}-{prev}")
+            if n is not None:
+                start = prev = n
+        return f"{prefixes.pop()}{','.join(runs)} ({len(devices)})"
+    return f"{devices[0]} .. {devices[-1]} ({len(devices)})"
+
+
+def collapse(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """Table rows (device first) with the rows identical in every other column merged into the
+    first of them, the device column naming them all (:func:`device_span`)."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[1:]), []).append(str(row[0]))
+    return [[device_span(devices), *rest] for rest, devices in groups.items()]
 
 
 def result_dict(r: DeviceResult) -> dict[str, Any]:

@@ -392,8 +392,11 @@ def test_reset_dry_run_and_device_selection(tmp_path: Path, cli: Cli) -> None:
     r = cli("--root", root, "governor", "reset", "-o", "json")
     doc = _json(r)
     assert {x["status"] for x in doc["results"]} == {"applied"}
-    assert {x["kind"] for x in doc["results"]} == {"gpu", "cpu"}
+    # reset takes the default scope of set: the GPUs; the CPUs with --cpu
+    assert {x["kind"] for x in doc["results"]} == {"gpu"}
     assert level.read_text() == "auto"
+    doc = _json(cli("--root", root, "governor", "reset", "--cpu", "-o", "json"))
+    assert ({x["kind"] for x in doc["results"]}, {x["status"] for x in doc["results"]}) == ({"cpu"}, {"applied"})
 
 
 def test_show_and_dry_run_leave_a_corrupt_journal_in_place(tmp_path: Path, cli: Cli) -> None:

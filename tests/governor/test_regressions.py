@@ -53,3 +53,57 @@ def test_a_hanging_nvidia_smi_costs_one_timeout(tmp_path: Path, cli: Callable[..
     assert rows[1:] == [(b, "error", skipped) for b in buses[1:]]
     assert all(g["lgc"] is None for g in smi_state(root)["gpus"].values())
     assert r.stderr == "joulectl: error: 0 of 8 targets done; 8 error (see MESSAGE)\n"
+
+
+def test_reset_takes_the_default_scope_of_set(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """``set low`` (a GPU preset) and ``set efficiency`` (a CPU preset); ``reset`` without a flag
+    undoes the GPUs only, as ``set`` without a flag targets them; a CPU-only node resets its CPUs."""
+    root = trees.amd_mi300x_x8(tmp_path / "n")
+    assert cli("--root", root, "governor", "set", "low").exit_code == 0
+    assert cli("--root", root, "governor", "set", "efficiency").exit_code == 0
+    doc = json.loads(cli("--root", root, "governor", "reset", "-o", "json").stdout)
+    assert {(x["kind"], x["status"]) for x in doc["results"]} == {("gpu", "applied")}
+    assert len(doc["results"]) == 8
+    cpu_only = trees.intel_2s_host(tmp_path / "c")
+    assert cli("--root", cpu_only, "governor", "set", "efficiency").exit_code == 0
+    doc = json.loads(cli("--root", cpu_only, "governor", "reset", "-o", "json").stdout)
+    assert {(x["kind"], x["status"]) for x in doc["results"]} == {("cpu", "applied")}
+
+
+def test_table_rows_collapse_and_json_keeps_every_device(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    root = trees.amd_mi300x_x8(tmp_path / "n")
+    r = cli("--root", root, "governor", "set", "balanced", "--dry-run")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout  # the header and one row for the 16 policies
+    assert lines[1].split()[0:2] == ["cpufreq:policy0-15", "(16)"]
+    assert lines[1].split()[-1] == "planned"
+    doc = json.loads(cli("--root", root, "governor", "set", "balanced", "--dry-run", "-o", "json").stdout)
+    assert [x["device"] for x in doc["results"]] == [f"cpufreq:policy{n}" for n in range(16)]
+    r = cli("--root", root, "governor", "reset", "--cpu")
+    assert [ln.split()[0] for ln in r.stdout.splitlines()[1:]] == ["cpufreq:policy0-15"]
+
+
+def test_device_span() -> None:
+    from joulectl.ops.govreport import collapse, device_span
+
+    assert device_span(["cpufreq:policy0"]) == "cpufreq:policy0"
+    assert device_span([f"cpufreq:policy{n}" for n in (*range(64), *range(96, 128))]) == (
+        "cpufreq:policy0-63,96-127 (96)")
+    assert device_span(["0000:18:00.0", "0000:2a:00.0", "0000:db:00.0"]) == "0000:18:00.0 .. 0000:db:00.0 (3)"
+    assert collapse([["a1", "x", "ok"], ["b", "y", "ok"], ["a2", "x", "ok"]]) == [["a1-2 (2)", "x", "ok"],
+                                                                                  ["b", "y", "ok"]]
+
+
+def test_show_watch(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    root = trees.amd_mi300x_x8(tmp_path / "n")
+    r = cli("--root", root, "governor", "show", "--gpu", "--watch", "0.1", "--count", "2")
+    assert r.exit_code == 0, r.stderr
+    frames = r.stdout.split("node ")[1:]
+    assert len(frames) == 2 and frames[0] == frames[1]
+    assert "GPU presets every GPU accepts: auto, sustained, efficient, low, peak" in frames[0]
+    r = cli("--root", root, "governor", "show", "--count", "2")
+    assert (r.exit_code, r.stderr) == (2, "joulectl: error: --count: needs --watch\n")
+    r = cli("--root", root, "governor", "show", "--watch", "1", "-o", "json")
+    assert (r.exit_code, r.stderr) == (
+        2, "joulectl: error: --watch: --watch prints a table and cannot be combined with -o json\n")
