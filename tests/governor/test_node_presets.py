@@ -42,19 +42,21 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_listed_presets_are_the_presets_that_work(nodes: Path, cli: Callable[..., Any], profile: str) -> None:
     root = str(nodes / f"p{PROFILES.index(profile)}-0")
-    discovered = json.loads(cli("--root", root, "discover", "-o", "json").stdout)["status"]["gpu"]
-    shown = cli("--root", root, "governor", "show", "--gpu", "-o", "json")
+    # the emulator's nvidia-smi is a Python process: on a loaded machine a call can take seconds
+    slow = ("--root", root, "--tool-timeout", "60")
+    discovered = json.loads(cli(*slow, "discover", "-o", "json").stdout)["status"]["gpu"]
+    shown = cli(*slow, "governor", "show", "--gpu", "-o", "json")
     if not discovered.get("count"):
         assert shown.exit_code == 3
-        assert cli("--root", root, "governor", "set", "peak").exit_code == 3
+        assert cli(*slow, "governor", "set", "peak").exit_code == 3
         return
     listed = json.loads(shown.stdout)["gpu"]["presets"]
     assert discovered["governor"]["presets"] == listed
     assert listed, profile
     for preset in [p for p in GPU_PRESETS if p != "auto"] + ["auto"]:
-        r = cli("--root", root, "governor", "set", preset, "-o", "json")
+        r = cli(*slow, "governor", "set", preset, "-o", "json")
         statuses = {x["status"] for x in json.loads(r.stdout)["results"]}
         if preset in listed:
-            assert (r.exit_code, statuses <= OK) == (0, True), (profile, preset, statuses, r.stderr)
+            assert (r.exit_code, statuses <= OK) == (0, True), (profile, preset, r.stdout)
         else:
             assert r.exit_code == 5 and not statuses <= OK, (profile, preset, statuses)
