@@ -45,10 +45,11 @@ def test_a_hanging_nvidia_smi_costs_one_timeout(tmp_path: Path, cli: Callable[..
     for b in buses:  # discover's query answers; every lock call hangs
         st["gpus"][b]["hang"] = True
     (root / "state" / "smi.json").write_text(json.dumps(st))
-    r = cli("--root", root, "--tool-timeout", "1", "governor", "set", "peak", "-o", "json")
+    # 4 s: long enough for discover's (answering) nvidia-smi on a loaded machine
+    r = cli("--root", root, "--tool-timeout", "4", "governor", "set", "peak", "-o", "json")
     assert r.exit_code == 5
     rows = [(x["device"], x["status"], x["message"]) for x in json.loads(r.stdout)["results"]]
-    assert rows[0] == (buses[0], "error", "graphics clock lock: nvidia-smi timed out after 1 s")
+    assert rows[0] == (buses[0], "error", "graphics clock lock: nvidia-smi timed out after 4 s")
     skipped = f"not tried: nvidia-smi timed out on {buses[0]} (graphics clock lock); the other GPUs would wait as long"
     assert rows[1:] == [(b, "error", skipped) for b in buses[1:]]
     assert all(g["lgc"] is None for g in smi_state(root)["gpus"].values())
