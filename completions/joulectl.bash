@@ -107,9 +107,11 @@ _joulectl() {
                 --wait) COMPREPLY=(); return ;;
                 --model-presets|--governor-model-presets) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                --watch) COMPREPLY=(); return ;;
+                --count) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--gpu --cpu --device -d --wait --model-presets --governor-model-presets -o --output" -- "$cur"))
+                COMPREPLY=($(compgen -W "--gpu --cpu --device -d --wait --model-presets --governor-model-presets -o --output --watch --count" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi

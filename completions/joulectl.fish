@@ -54,6 +54,8 @@ complete -c joulectl -n '__fish_seen_subcommand_from governor; and __fish_seen_s
 complete -c joulectl -n '__fish_seen_subcommand_from governor; and __fish_seen_subcommand_from show' -l wait -r -d 'Seconds to wait for the node lock before exit 7.'
 complete -c joulectl -n '__fish_seen_subcommand_from governor; and __fish_seen_subcommand_from show' -l model-presets -l governor-model-presets -r -F -d 'JSON map of per-model sustained clocks, e.g. {NVIDIA H100 80GB HBM3: {graphicsMHz: 1755}}.'
 complete -c joulectl -n '__fish_seen_subcommand_from governor; and __fish_seen_subcommand_from show' -s o -l output -r -a 'table json yaml' -d 'Output format: table, json, yaml.'
+complete -c joulectl -n '__fish_seen_subcommand_from governor; and __fish_seen_subcommand_from show' -l watch -r -d 'Redraw the table every SECONDS (verifying locks each time).'
+complete -c joulectl -n '__fish_seen_subcommand_from governor; and __fish_seen_subcommand_from show' -l count -r -d 'With --watch: stop after N tables.'
 complete -c joulectl -n '__fish_seen_subcommand_from plan' -l nodes -r -F -d 'NodeList (kubectl get nodes -o yaml).'
 complete -c joulectl -n '__fish_seen_subcommand_from plan' -l hardware -r -F -d 'NodeHardware objects (discover -o yaml); repeatable.'
 complete -c joulectl -n '__fish_seen_subcommand_from plan' -l policy -r -a 'static queue-aware' -d 'static (a fixed share at performance) or queue-aware (sized by demand).'

@@ -12,16 +12,31 @@ A backend module (``nvidia``, ``amd``, ``intel``) exposes:
 
 The CPU backend (``cpu``) has ``discover(host) -> CpuInventory`` and ``set_caps`` over package
 zones. Backends never print and never import typer or rich.
+
+The governor contract (:class:`GovernorBackend`, SPEC §5) has the same shape: a module
+``gov_<vendor>`` (``gov_nvidia``, ``gov_amd``, ``gov_intel``) or ``gov_cpu`` exposes
+``presets(device, model_presets, host)`` (the presets a device accepts, cheap enough for
+discover) and ``governor(host, ...) -> GovernorBackend`` for one run, which plans a preset into
+journal intents, applies it with readback, undoes only what joulectl set, and shows what is in
+force with verification. :mod:`joulectl.ops.governor` only orchestrates (lock, journal,
+selection, results, exit codes) and never branches on the vendor.
 """
 
 from __future__ import annotations
 
 import errno
-from typing import Protocol
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from joulectl.host import Host
-from joulectl.models import GpuDevice, Status
+from joulectl.models import DeviceResult, GpuDevice, Status
 from joulectl.record import record
+
+if TYPE_CHECKING:
+    from joulectl.ops.journal import Intent, Journal
 
 
 class BackendUnavailable(Exception):
@@ -96,34 +111,144 @@ def normalize_bus_id(bus_id: str) -> str:
 NVIDIA_GOVERNOR_ARCHS = frozenset({"ampere", "ada", "ada_lovelace", "hopper", "blackwell", "rubin"})
 
 
-def governor_presets(device: GpuDevice, model_presets: dict[str, object] | None = None) -> tuple[str, ...]:
-    """The GPU governor presets a device accepts (SPEC §5).
+# -- the governor contract (SPEC §5) -------------------------------------------------------------
 
-    NVIDIA: Ampere or newer with a known clock table; ``sustained`` only when ``model_presets``
-    (the GPU_GOVERNOR_MODEL_PRESETS_JSON map, keyed by product without GFD suffixes) names the
-    model. AMD: the five presets when ``power_dpm_force_performance_level`` is present
-    (``efficient`` also needs ``pp_dpm_sclk`` levels). Intel: none yet.
+#: The journal's ``command`` of what a governor run records, and the setting holding the preset
+#: joulectl put in force (``{"preset": ..., "status": ...}``).
+GOVERNOR_COMMAND = "governor"
+PRESET_SETTING = "governorPreset"
+OPERATOR = "locked by the operator, not by joulectl: left alone"
+
+
+@dataclass
+class ShowRow:
+    """One device in ``governor show``."""
+
+    device: str
+    vendor: str
+    model: str | None
+    kind: str
+    preset: str | None  # the preset joulectl put in force
+    set_by: str | None  # joulectl | operator | None
+    in_force: str
+    status: str | None  # applied | applied-unverified for what joulectl set
+    clocks: str | None = None
+    presets: tuple[str, ...] = ()
+    message: str = ""
+    #: verified by this show (the journal gets the verification)
+    verified_now: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device, "vendor": self.vendor, "model": self.model, "kind": self.kind,
+            "preset": self.preset, "setBy": self.set_by, "inForce": self.in_force, "status": self.status,
+            "clocks": self.clocks, "presets": list(self.presets), "message": self.message,
+        }
+
+
+class GovernorBackend(Protocol):
+    """One vendor's clock governor (or the CPU's) for one run.
+
+    ``devices`` are the selected devices of that backend (``GpuDevice``, or ``CpufreqPolicy``
+    for the CPU), in order; every method returns one result per device, in the same order.
+    The caller holds the node lock for ``apply`` and ``undo`` and saves the journal after.
     """
-    if device.vendor == "nvidia":
-        arch = (device.architecture or "").strip().lower()
-        if arch not in NVIDIA_GOVERNOR_ARCHS or not device.supported_clocks:
-            return ()
-        presets = ["auto", "efficient", "low", "peak"]
-        if model_presets and _model_in(device, model_presets):
-            presets.append("sustained")
-        return tuple(p for p in ("auto", "sustained", "efficient", "low", "peak") if p in presets)
-    if device.vendor == "amd":
-        if device.perf_level is None:
-            return ()
-        presets = ["auto", "sustained", "low", "peak"]
-        if device.sclk_levels_mhz:
-            presets.append("efficient")
-        return tuple(p for p in ("auto", "sustained", "efficient", "low", "peak") if p in presets)
-    return ()
+
+    def accepted(self, device: Any) -> tuple[str, ...]:
+        """The presets this device accepts (what ``apply`` can put in force)."""
+        ...
+
+    def plan(self, devices: Sequence[Any], preset: str, journal: Journal) -> tuple[list[DeviceResult], list[Intent]]:
+        """The dry run: ``planned`` (or ``unchanged``/``blocked``) rows, and the settings ``apply``
+        would journal, for the write-ahead save. Writes nothing."""
+        ...
+
+    def apply(self, devices: Sequence[Any], preset: str, journal: Journal) -> list[DeviceResult]:
+        """Write the preset, read every write back, and record it in ``journal``."""
+        ...
+
+    def undo(self, devices: Sequence[Any], journal: Journal, *, dry_run: bool = False) -> list[DeviceResult]:
+        """Put back what was in force before joulectl, only where joulectl set something."""
+        ...
+
+    def show(self, devices: Sequence[Any], journal: Journal) -> list[ShowRow]:
+        """What is in force, who set it, and (``verified_now``) what this look verified."""
+        ...
 
 
-def _model_in(device: GpuDevice, model_presets: dict[str, object]) -> bool:
+def gpu_result(dev: GpuDevice, status: Status, message: str = "", **kw: Any) -> DeviceResult:
+    """A result row for a GPU (device = PCI bus id)."""
+    return DeviceResult(device=dev.bus_id, vendor=dev.vendor, model=dev.model or dev.raw_model,
+                        status=status, message=message, **kw)
+
+
+def preset_of(journal: Journal, key: str) -> tuple[str | None, str | None]:
+    """The preset joulectl put in force on ``key`` and its status, from the journal."""
+    rec = journal.current(key, PRESET_SETTING)
+    if isinstance(rec, dict):
+        return rec.get("preset"), rec.get("status")
+    return None, None
+
+
+def mark_verified(journal: Journal, key: str, vendor: str, model: str | None, kind: str = "gpu") -> None:
+    """Record that the preset in force on ``key`` was verified (``governor show``)."""
+    rec = journal.current(key, PRESET_SETTING)
+    value = dict(rec) if isinstance(rec, dict) else {}
+    value["status"] = str(Status.APPLIED)
+    journal.record(key, PRESET_SETTING, None, value, vendor=vendor, model=model, kind=kind, command="show")
+
+
+def verified(row: ShowRow, journal: Journal, message: str) -> ShowRow:
+    """``row`` verified by this look: ``applied``, and the journal records it when joulectl
+    knows the preset."""
+    row.status = str(Status.APPLIED)
+    row.message = message
+    if row.preset:
+        mark_verified(journal, row.device, row.vendor, row.model, row.kind)
+        row.verified_now = True
+    return row
+
+
+def model_preset_for(device: GpuDevice, model_presets: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The model presets entry of this GPU's model (keys without GFD suffixes, matched as the
+    catalog matches names)."""
+    if not model_presets:
+        return None
     from joulectl.catalog import normalize, strip_gfd_suffix
 
     names = {normalize(strip_gfd_suffix(n)) for n in (device.model, device.raw_model) if n}
-    return any(normalize(strip_gfd_suffix(k)) in names for k in model_presets)
+    for key, value in model_presets.items():
+        if normalize(strip_gfd_suffix(key)) in names and isinstance(value, dict):
+            return value
+    return None
+
+
+def governor_module(vendor: str) -> ModuleType | None:
+    """The governor backend module of a GPU vendor (``gov_<vendor>``), or None when joulectl has
+    no governor for that vendor."""
+    if not vendor.isidentifier():
+        return None
+    try:
+        return importlib.import_module(f"joulectl.backends.gov_{vendor}")
+    except ModuleNotFoundError:
+        return None
+
+
+def no_governor(vendor: str) -> str:
+    """The ``blocked`` message of a GPU whose vendor has no governor backend."""
+    return f"no governor mapping for {vendor.capitalize()} GPUs"
+
+
+def governor_presets(device: GpuDevice, model_presets: dict[str, Any] | None = None,
+                     host: Host | None = None) -> tuple[str, ...]:
+    """The GPU governor presets a device accepts (SPEC §5), from its vendor's governor backend.
+
+    ``model_presets`` (the GPU_GOVERNOR_MODEL_PRESETS_JSON map) adds ``sustained`` where the
+    backend takes it from a model entry; ``host`` lets a backend look at files discover did not
+    read (Intel GT frequencies). Without a backend: none.
+    """
+    module = governor_module(device.vendor)
+    if module is None:
+        return ()
+    presets: tuple[str, ...] = module.presets(device, model_presets, host)
+    return presets

@@ -21,11 +21,23 @@ from __future__ import annotations
 import errno
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from joulectl.backends.base import governor_status_for_errno
+from joulectl.backends.base import (
+    GOVERNOR_COMMAND,
+    OPERATOR,
+    PRESET_SETTING,
+    ShowRow,
+    governor_status_for_errno,
+    gpu_result,
+    preset_of,
+    verified,
+)
 from joulectl.host import Host, HostIOError
-from joulectl.models import GpuDevice, Status
+from joulectl.models import GPU_PRESETS, OK_STATUSES, DeviceResult, GpuDevice, Status
+from joulectl.ops.journal import Intent, Journal
 
 PERF_LEVELS = {
     "auto": "auto",
@@ -151,3 +163,194 @@ def verify_sclk(host: Host, device: GpuDevice, indices: list[int]) -> WriteResul
         Status.APPLIED_UNVERIFIED,
         f"sclk level {current[0].index} ({current[0].mhz} MHz) still in use, outside the mask",
     )
+
+
+def presets(device: GpuDevice, model_presets: dict[str, Any] | None = None,
+            host: Host | None = None) -> tuple[str, ...]:
+    """The presets an AMD GPU accepts: all five when ``power_dpm_force_performance_level`` is
+    present (``efficient`` also needs ``pp_dpm_sclk`` levels). ``sustained`` is
+    ``profile_standard``, so it needs no model entry."""
+    if device.perf_level is None:
+        return ()
+    names = {"auto", "sustained", "low", "peak"} | ({"efficient"} if device.sclk_levels_mhz else set())
+    return tuple(p for p in GPU_PRESETS if p in names)
+
+
+def describe(level: str | None, sclk: Any) -> str:
+    if level is None:
+        return "unknown"
+    if level == "manual" and isinstance(sclk, str) and sclk:
+        return f"manual (sclk levels {sclk})"
+    return level
+
+
+class AmdGovernor:
+    """The governor contract (:class:`~joulectl.backends.base.GovernorBackend`) on amdgpu sysfs."""
+
+    def __init__(self, host: Host, model_presets: dict[str, Any] | None = None) -> None:
+        self.host = host
+        self.model_presets = model_presets
+
+    def accepted(self, device: GpuDevice) -> tuple[str, ...]:
+        return presets(device, self.model_presets)
+
+    def plan(self, devices: Sequence[GpuDevice], preset: str,
+             journal: Journal) -> tuple[list[DeviceResult], list[Intent]]:
+        intents: list[Intent] = []
+        return [self._set(journal, d, preset, True, intents) for d in devices], intents
+
+    def apply(self, devices: Sequence[GpuDevice], preset: str, journal: Journal) -> list[DeviceResult]:
+        return [self._set(journal, d, preset, False) for d in devices]
+
+    def undo(self, devices: Sequence[GpuDevice], journal: Journal, *, dry_run: bool = False) -> list[DeviceResult]:
+        return [self._undo(journal, d, dry_run) for d in devices]
+
+    def show(self, devices: Sequence[GpuDevice], journal: Journal) -> list[ShowRow]:
+        return [self._show(journal, d) for d in devices]
+
+    def _set(self, journal: Journal, dev: GpuDevice, preset: str, dry_run: bool,
+             intents: list[Intent] | None = None) -> DeviceResult:
+        host = self.host
+        bus = dev.bus_id
+        path = perf_level_path(dev)
+        attr = host.read_attr(path)
+        level_now = attr.value or None
+        if level_now is None:
+            why = "missing" if attr.errno == 2 else (attr.reason or "empty")
+            return gpu_result(dev, Status.BLOCKED, f"no performance level control ({path}: {why})", preset=preset)
+        sclk_now = journal.current(bus, "sclkLevels") if level_now == "manual" else None
+        before = describe(level_now, sclk_now)
+        target_level = PERF_LEVELS[preset]
+        indices: list[int] = []
+        after = target_level
+        if preset == "efficient":
+            levels = read_sclk(host, dev)
+            if not levels and level_now == "manual" and journal.current(bus, "sclkLevels"):
+                # the mask joulectl wrote, not yet listed again as levels (before the driver's next update)
+                return gpu_result(dev, Status.UNCHANGED, "already in force", preset=preset, before=before, after=before)
+            if not levels:
+                return gpu_result(dev, Status.BLOCKED, f"no sclk levels in {sclk_path(dev)}", preset=preset,
+                               before=before)
+            indices, ceiling = efficient_levels(levels)
+            after = f"manual ({describe_levels(levels, indices)}, ceiling {ceiling} MHz)"
+        mask = " ".join(str(i) for i in indices)
+        if level_now == target_level and (not indices or journal.current(bus, "sclkLevels") == mask):
+            return gpu_result(dev, Status.UNCHANGED, "already in force", preset=preset, before=before, after=before)
+        if dry_run:
+            if intents is not None:
+                if level_now != target_level:
+                    intents.append(Intent(bus, "perfLevel", level_now, target_level, dev.vendor, dev.model))
+                if indices:
+                    intents.append(Intent(bus, "sclkLevels", None, mask, dev.vendor, dev.model))
+            return gpu_result(dev, Status.PLANNED, f"would write {target_level} to {path}"
+                           + (f" and levels {mask} to pp_dpm_sclk" if indices else ""),
+                           preset=preset, before=before, after=after)
+        had_level_entry = journal.has_original(bus, "perfLevel")
+        if level_now != target_level:
+            w = write_perf_level(host, dev, target_level)
+            if w.status not in OK_STATUSES:
+                return gpu_result(dev, w.status, w.message, preset=preset, before=before,
+                               after=read_perf_level(host, dev))
+            journal.record(bus, "perfLevel", level_now, target_level, vendor=dev.vendor, model=dev.model,
+                           command=GOVERNOR_COMMAND)
+        status = Status.APPLIED
+        message = ""
+        if indices:
+            w = write_sclk_levels(host, dev, indices)
+            if w.status not in OK_STATUSES:
+                notes = [w.message]
+                if level_now != target_level:
+                    back = write_perf_level(host, dev, level_now)
+                    if back.status in OK_STATUSES:
+                        notes.append(f"performance level put back to {level_now}")
+                        if had_level_entry:
+                            journal.record(bus, "perfLevel", level_now, level_now, command=GOVERNOR_COMMAND)
+                        else:
+                            journal.restored(bus, "perfLevel", command=GOVERNOR_COMMAND)
+                    else:
+                        notes.append(f"putting the performance level back to {level_now} failed: {back.message}")
+                return gpu_result(dev, w.status, "; ".join(notes), preset=preset, before=before,
+                               after=describe(read_perf_level(host, dev), None))
+            journal.record(bus, "sclkLevels", None, mask, vendor=dev.vendor, model=dev.model, command=GOVERNOR_COMMAND)
+            status, message = w.status, w.message
+        elif journal.has_original(bus, "sclkLevels"):
+            journal.restored(bus, "sclkLevels", command=GOVERNOR_COMMAND)  # leaving manual drops the mask
+        journal.record(bus, PRESET_SETTING, None, {"preset": preset, "status": str(status)}, vendor=dev.vendor,
+                       model=dev.model, command=GOVERNOR_COMMAND)
+        return gpu_result(dev, status, message, preset=preset, before=before, after=after)
+
+    def _undo(self, journal: Journal, dev: GpuDevice, dry_run: bool) -> DeviceResult:
+        host = self.host
+        bus = dev.bus_id
+        level_now = read_perf_level(host, dev)
+        before = describe(level_now, journal.current(bus, "sclkLevels"))
+        if not journal.set_by_joulectl(bus, "perfLevel"):
+            if level_now not in (None, "auto"):
+                return gpu_result(dev, Status.UNCHANGED, f"performance level {level_now} {OPERATOR}", before=before,
+                               after=before)
+            return gpu_result(dev, Status.UNCHANGED, "nothing set by joulectl", before=before, after=before)
+        ours = journal.current(bus, "perfLevel")
+        original = journal.original(bus, "perfLevel")
+        # a run killed around its write leaves the level it was about to set pending: in force or not
+        pending = journal.pending(bus, "perfLevel")
+        # an empty or unreadable level is no operator's choice (a plain file a killed write truncated)
+        if level_now is not None and level_now != ours and level_now not in pending:
+            ours = ours if ours is not None or not pending else pending[-1]
+            if not dry_run:
+                for s in ("perfLevel", "sclkLevels", PRESET_SETTING):
+                    if journal.has_original(bus, s):
+                        journal.restored(bus, s, command=GOVERNOR_COMMAND)
+            return gpu_result(dev, Status.UNCHANGED,
+                           f"performance level changed to {level_now} since joulectl set {ours}: "
+                           f"{OPERATOR.split(': ')[-1]}", before=before, after=before)
+        target = str(original or "auto")
+        if dry_run:
+            return gpu_result(dev, Status.PLANNED, f"would write {target} to {perf_level_path(dev)}",
+                           before=before, after=target)
+        if level_now != target or journal.set_by_joulectl(bus, "sclkLevels"):
+            w = write_perf_level(host, dev, target)
+            if w.status not in OK_STATUSES:
+                return gpu_result(dev, w.status, w.message, before=before, after=level_now)
+        for s in ("perfLevel", "sclkLevels", PRESET_SETTING):
+            if journal.has_original(bus, s):
+                journal.restored(bus, s, command=GOVERNOR_COMMAND)
+        return gpu_result(dev, Status.APPLIED, "performance level set by joulectl restored", before=before,
+                       after=target)
+
+    def _show(self, journal: Journal, dev: GpuDevice) -> ShowRow:
+        host = self.host
+        bus = dev.bus_id
+        level = read_perf_level(host, dev)
+        preset, status = preset_of(journal, bus)
+        ours = journal.current(bus, "perfLevel")
+        mask = journal.current(bus, "sclkLevels")
+        levels = read_sclk(host, dev)
+        current = next((lv for lv in levels if lv.current), None)
+        clocks = f"sclk level {current.index} ({current.mhz} MHz)" if current else None
+        row = ShowRow(bus, dev.vendor, dev.model or dev.raw_model, "gpu", None, None,
+                      describe(level, mask if ours == level else None), None, clocks,
+                      self.accepted(dev))
+        if level is None:
+            row.in_force = "unknown"
+            row.message = "no performance level control"
+            return row
+        if journal.set_by_joulectl(bus, "perfLevel") and ours == level:
+            row.set_by, row.preset = "joulectl", preset
+            row.status = status or str(Status.APPLIED)
+            if row.status == str(Status.APPLIED_UNVERIFIED) and isinstance(mask, str):
+                indices = [int(i) for i in mask.split()]
+                v = verify_sclk(host, dev, indices)
+                if v.status == Status.APPLIED:
+                    return verified(row, journal, "sclk level in use inside the mask: verified")
+                else:
+                    row.message = v.message
+            return row
+        if level != "auto":
+            row.set_by = "operator"
+            row.message = "set by the operator, not by joulectl" if not journal.set_by_joulectl(bus, "perfLevel") \
+                else f"changed since joulectl set {ours}"
+        return row
+
+
+def governor(host: Host, model_presets: dict[str, Any] | None = None) -> AmdGovernor:
+    return AmdGovernor(host, model_presets)

@@ -17,11 +17,14 @@ restore). Every write is read back.
 from __future__ import annotations
 
 import errno
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from joulectl.backends.base import governor_status_for_errno
+from joulectl.backends.base import GOVERNOR_COMMAND, PRESET_SETTING, ShowRow, governor_status_for_errno, preset_of
 from joulectl.host import Host, HostIOError
-from joulectl.models import CpufreqPolicy, Status
+from joulectl.models import CPU_PRESETS, OK_STATUSES, CpufreqPolicy, CpuInventory, DeviceResult, Status
+from joulectl.ops.journal import Intent, Journal
 
 #: cpufreq drivers whose ``powersave`` is an EPP-guided algorithm rather than the minimum clock.
 EPP_ACTIVE_DRIVERS = frozenset({"intel_pstate", "amd-pstate-epp"})
@@ -63,19 +66,18 @@ def _path(policy: CpufreqPolicy, name: str) -> str:
 
 
 def read_state(host: Host, policy: CpufreqPolicy) -> PolicyState:
-    """The policy's governor and EPP as they are now (fresh reads, not the inventory's)."""
+    """The policy's governor and EPP as they are now (two fresh reads). The driver and the lists
+    of governors and EPP values are the inventory's, read by discover in the same run: reading
+    them again for every policy made a preset on 128 policies cost seven reads each."""
     gov = host.read_attr(_path(policy, "scaling_governor")).value or None
     epp_attr = host.read_attr(_path(policy, "energy_performance_preference"))
-    avail_gov = host.read_attr(_path(policy, "scaling_available_governors")).value
-    avail_epp = host.read_attr(_path(policy, "energy_performance_available_preferences")).value
-    driver = host.read_attr(_path(policy, "scaling_driver")).value or policy.driver
     return PolicyState(
         governor=gov,
         epp=epp_attr.value or None,
-        available_governors=avail_gov.split() if avail_gov else list(policy.available_governors),
-        available_epp=avail_epp.split() if avail_epp else list(policy.available_epp),
-        driver=driver,
-        has_epp=host.exists(_path(policy, "energy_performance_preference")),
+        available_governors=list(policy.available_governors),
+        available_epp=list(policy.available_epp),
+        driver=policy.driver,
+        has_epp=epp_attr.errno != errno.ENOENT,
     )
 
 
@@ -141,3 +143,214 @@ def write_epp(host: Host, policy: CpufreqPolicy, epp: str) -> WriteResult:
 def epp_first(target_governor: str) -> bool:
     """Write the EPP before the governor when going to ``performance`` (EBUSY otherwise)."""
     return target_governor == "performance"
+
+
+def policy_key(policy: CpufreqPolicy) -> str:
+    """The journal key and result device of a cpufreq policy: ``cpufreq:policy0``."""
+    return f"cpufreq:{policy.name}"
+
+
+def presets(device: CpufreqPolicy, model_presets: dict[str, Any] | None = None,
+            host: Host | None = None) -> tuple[str, ...]:
+    """The CPU presets: every policy takes the three (one it cannot express is ``blocked``)."""
+    return CPU_PRESETS
+
+
+class CpuGovernor:
+    """The governor contract (:class:`~joulectl.backends.base.GovernorBackend`) on cpufreq policies."""
+
+    def __init__(self, host: Host, cpu: CpuInventory) -> None:
+        self.host = host
+        self.cpu = cpu
+        self.vendor = (cpu.vendor or "cpu").lower()
+
+    def accepted(self, device: CpufreqPolicy) -> tuple[str, ...]:
+        return presets(device)
+
+    def plan(self, devices: Sequence[CpufreqPolicy], preset: str,
+             journal: Journal) -> tuple[list[DeviceResult], list[Intent]]:
+        intents: list[Intent] = []
+        return self._set(devices, journal, preset, True, intents), intents
+
+    def apply(self, devices: Sequence[CpufreqPolicy], preset: str, journal: Journal) -> list[DeviceResult]:
+        return self._set(devices, journal, preset, False)
+
+    def undo(self, devices: Sequence[CpufreqPolicy], journal: Journal, *,
+             dry_run: bool = False) -> list[DeviceResult]:
+        return self._undo(devices, journal, dry_run)
+
+    def show(self, devices: Sequence[CpufreqPolicy], journal: Journal) -> list[ShowRow]:
+        return self._show(devices, journal)
+
+    def _result(self, policy: CpufreqPolicy, status: Status, message: str = "", **kw: Any) -> DeviceResult:
+        return DeviceResult(device=policy_key(policy), vendor=self.vendor, model=self.cpu.raw_model or self.cpu.model,
+                            status=status, message=message, kind="cpu", **kw)
+
+    def _write(self, journal: Journal, policy: CpufreqPolicy, state: PolicyState, governor: str | None,
+               epp: str | None) -> tuple[WriteResult, str | None, str | None]:
+        """Write governor and EPP in the order that avoids EBUSY, and journal what each write
+        left in force as read back, not what was asked: a governor change lets the driver pin
+        the EPP (``performance``) or put back the one it saved, and only the readback says
+        which. Returns the outcome and the governor and EPP in force after."""
+        host = self.host
+        key = policy_key(policy)
+        vendor, model = self.vendor, self.cpu.model
+        now = {"governor": state.governor, "epp": state.epp}
+
+        def record(name: str, setting: str, value: str | None) -> None:
+            if value != now[name] and value is not None:
+                journal.record(key, setting, now[name], value, vendor=vendor, model=model, kind="cpu",
+                               command=GOVERNOR_COMMAND)
+            now[name] = value
+
+        def do_gov() -> WriteResult:
+            if governor is None or governor == now["governor"]:
+                return WriteResult(Status.UNCHANGED)
+            w = write_governor(host, policy, governor)
+            if w.status in OK_STATUSES:
+                record("governor", "cpuGovernor", governor)
+                if state.has_epp:
+                    record("epp", "epp", host.read_attr(_path(policy, "energy_performance_preference")).value or None)
+            return w
+
+        def do_epp() -> WriteResult:
+            if epp is None or epp == now["epp"]:
+                return WriteResult(Status.UNCHANGED)
+            w = write_epp(host, policy, epp)
+            if w.status in OK_STATUSES:
+                record("epp", "epp", epp)  # read back by write_epp
+            return w
+
+        order = (do_epp, do_gov) if governor is not None and epp_first(governor) else (do_gov, do_epp)
+        for step in order:
+            w = step()
+            if w.status not in OK_STATUSES:
+                return w, now["governor"], now["epp"]
+        return WriteResult(Status.APPLIED), now["governor"], now["epp"]
+
+    def _intents(self, policy: CpufreqPolicy, state: PolicyState, governor: str | None,
+                 epp: str | None) -> list[Intent]:
+        """What :meth:`_write` journals for these targets, for the write-ahead save."""
+        key = policy_key(policy)
+        vendor, model = self.vendor, self.cpu.model
+        out = []
+        if governor is not None and governor != state.governor:
+            out.append(Intent(key, "cpuGovernor", state.governor, governor, vendor, model, "cpu"))
+            if governor == "performance" and state.epp not in (None, "performance") and epp is None:
+                out.append(Intent(key, "epp", state.epp, "performance", vendor, model, "cpu"))
+        if epp is not None and epp != state.epp:
+            out.append(Intent(key, "epp", state.epp, epp, vendor, model, "cpu"))
+        return out
+
+    def _set(self, policies: Sequence[CpufreqPolicy], journal: Journal, preset: str,
+             dry_run: bool, intents: list[Intent] | None = None) -> list[DeviceResult]:
+        host = self.host
+        results = []
+        for policy in policies:
+            state = read_state(host, policy)
+            if state.governor is None:
+                results.append(self._result(policy, Status.BLOCKED,
+                                           f"{policy.path}/scaling_governor not readable", preset=preset))
+                continue
+            before = describe(state.governor, state.epp)
+            try:
+                target = target_for(preset, state)
+            except PresetBlocked as e:
+                results.append(self._result(policy, Status.BLOCKED, str(e), preset=preset, before=before))
+                continue
+            want_epp = target.epp if target.epp != state.epp else None
+            after = describe(target.governor, target.epp or (None if target.governor == "performance"
+                                                                     else state.epp))
+            if target.governor == state.governor and want_epp is None:
+                results.append(self._result(policy, Status.UNCHANGED, "already in force", preset=preset,
+                                           before=before, after=before))
+                continue
+            if dry_run:
+                if intents is not None:
+                    intents.extend(self._intents(policy, state, target.governor, target.epp))
+                results.append(self._result(policy, Status.PLANNED, "", preset=preset, before=before,
+                                           after=after))
+                continue
+            w, gov_now, epp_now = self._write(journal, policy, state, target.governor, target.epp)
+            if w.status in OK_STATUSES:
+                journal.record(policy_key(policy), PRESET_SETTING, None, {"preset": preset, "status": "applied"},
+                               vendor=self.vendor, model=self.cpu.model,
+                               kind="cpu", command=GOVERNOR_COMMAND)
+            results.append(self._result(policy, w.status if w.status not in OK_STATUSES
+                                        else Status.APPLIED, w.message, preset=preset, before=before,
+                                        after=describe(gov_now, epp_now)))
+        return results
+
+    def _undo(self, policies: Sequence[CpufreqPolicy], journal: Journal, dry_run: bool) -> list[DeviceResult]:
+        host = self.host
+        results = []
+        for policy in policies:
+            key = policy_key(policy)
+            state = read_state(host, policy)
+            before = describe(state.governor, state.epp)
+            # what joulectl set, and what a run killed around its write was about to set
+            ours_gov = {v for v in (journal.current(key, "cpuGovernor"), *journal.pending(key, "cpuGovernor"))
+                        if v is not None} if journal.set_by_joulectl(key, "cpuGovernor") else set()
+            ours_epp = {v for v in (journal.current(key, "epp"), *journal.pending(key, "epp"))
+                        if v is not None} if journal.set_by_joulectl(key, "epp") else set()
+            if not ours_gov and not ours_epp:
+                results.append(self._result(policy, Status.UNCHANGED,
+                                           "nothing set by joulectl", before=before, after=before))
+                continue
+            # an empty or unreadable value is no operator's choice (a plain file a killed write truncated)
+            changed = (bool(ours_gov) and state.governor is not None and state.governor not in ours_gov) or (
+                bool(ours_epp) and state.governor != "performance" and state.epp is not None
+                and state.epp not in ours_epp)
+            if changed:
+                if not dry_run:
+                    for s in ("cpuGovernor", "epp", PRESET_SETTING):
+                        if journal.has_original(key, s):
+                            journal.restored(key, s, command=GOVERNOR_COMMAND)
+                results.append(self._result(policy, Status.UNCHANGED,
+                                           f"changed to {before} since joulectl set it: left alone",
+                                           before=before, after=before))
+                continue
+            gov = journal.original(key, "cpuGovernor") if ours_gov else None
+            epp = journal.original(key, "epp") if ours_epp else None
+            if gov is not None and gov == "performance":
+                # the driver pins EPP under performance; restoring the governor restores it
+                epp = None
+            after = describe(gov or state.governor, epp or state.epp)
+            if dry_run:
+                results.append(self._result(policy, Status.PLANNED, "", before=before, after=after))
+                continue
+            w, gov_now, epp_now = self._write(journal, policy, state, gov, epp)
+            if w.status not in OK_STATUSES:
+                results.append(self._result(policy, w.status, w.message, before=before))
+                continue
+            for s in ("cpuGovernor", "epp", PRESET_SETTING):
+                if journal.has_original(key, s):
+                    journal.restored(key, s, command=GOVERNOR_COMMAND)
+            results.append(self._result(policy, Status.APPLIED, "governor set by joulectl restored",
+                                        before=before, after=describe(gov_now, epp_now)))
+        return results
+
+    def _show(self, policies: Sequence[CpufreqPolicy], journal: Journal) -> list[ShowRow]:
+        host = self.host
+        rows = []
+        for policy in policies:
+            key = policy_key(policy)
+            state = read_state(host, policy)
+            preset, status = preset_of(journal, key)
+            ours_gov = journal.current(key, "cpuGovernor")
+            ours = journal.set_by_joulectl(key, "cpuGovernor") or journal.set_by_joulectl(key, "epp")
+            row = ShowRow(key, self.vendor, self.cpu.raw_model or self.cpu.model,
+                          "cpu", None, None,
+                          describe(state.governor, state.epp), None,
+                          f"{policy.cur_khz // 1000} MHz" if policy.cur_khz else None, CPU_PRESETS)
+            if ours and (ours_gov is None or ours_gov == state.governor):
+                row.set_by, row.preset, row.status = "joulectl", preset, status or str(Status.APPLIED)
+            elif ours:
+                row.set_by = "operator"
+                row.message = f"changed since joulectl set {ours_gov}"
+            rows.append(row)
+        return rows
+
+
+def governor(host: Host, cpu: CpuInventory) -> CpuGovernor:
+    return CpuGovernor(host, cpu)

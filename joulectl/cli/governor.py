@@ -15,6 +15,30 @@ ModelPresets = Annotated[
 ]
 
 
+Watch = Annotated[float | None, typer.Option("--watch", metavar="SECONDS", min=0.1,
+                                             help="Redraw the table every SECONDS (verifying locks each time).")]
+Count = Annotated[int | None, typer.Option("--count", metavar="N", min=1, help="With --watch: stop after N tables.")]
+
+
+def _watch(fmt: str, watch: float | None, count: int | None, **kw: object) -> None:
+    import sys
+
+    from joulectl.errors import InputError
+    from joulectl.ops.governor import watch_show
+    from joulectl.render import warn
+
+    if watch is None:
+        raise InputError("needs --watch", field="--count")
+    if fmt != "table":
+        raise InputError(f"--watch prints a table and cannot be combined with -o {fmt}", field="--watch")
+    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
+    for frame, warnings in watch_show(STATE.host(), interval_s=watch, count=count, **kw):  # type: ignore[arg-type]
+        for line in warnings:
+            warn(line)
+        sys.stdout.write(clear + frame + ("" if clear else "\n"))
+        sys.stdout.flush()
+
+
 def _finish(report: object, fmt: str, warnings: list[str]) -> None:
     from joulectl.ops.governor import GovernorReport
     from joulectl.render import emit, warn
@@ -35,11 +59,16 @@ def register(app: typer.Typer) -> None:
 
     @sub.command("show")
     def show(gpu: Gpu = False, cpu: Cpu = False, device: Devices = None, wait: Wait = 10.0,
-             model_presets: ModelPresets = None, output: Output = "table") -> None:
+             model_presets: ModelPresets = None, output: Output = "table", watch: Watch = None,
+             count: Count = None) -> None:
         """Presets, locks and levels in force, who set them; verifies unverified locks."""
         from joulectl.ops.governor import run_show
 
         fmt = check_format(output, _FORMATS)
+        if watch is not None or count is not None:
+            _watch(fmt, watch, count, gpu=gpu, cpu=cpu, selectors=device or (), wait_s=wait,
+                   model_presets_path=model_presets)
+            return
         warnings: list[str] = []
         report = run_show(STATE.host(), gpu=gpu, cpu=cpu, selectors=device or (), wait_s=wait,
                           model_presets_path=model_presets, warnings=warnings)

@@ -47,6 +47,7 @@ from joulectl.models import (
     PowercapZone,
     Status,
 )
+from joulectl.ops.capsetting import CapSetting, check_pct, check_watts
 from joulectl.record import record
 from joulectl.units import round_half_away
 
@@ -62,33 +63,9 @@ SETTING = "capWatts"
 #: Two caps closer than this (watts) are the same value: NVIDIA prints two decimals, sysfs µW.
 SAME_W = 0.01
 PRIVILEGE_HINT = "run as root (sudo joulectl cap ...)"
-TARGETS = ("gpu", "cpu", "all")
 
 
 # -- the request ------------------------------------------------------------------------------
-
-
-@record(frozen=True)
-class CapSetting:
-    """What to set on a device: exactly one of ``watts``, ``pct`` or ``restore``."""
-
-    watts: float | None = None
-    pct: float | None = None
-    restore: bool = False
-
-    def describe(self) -> str:
-        if self.restore:
-            return "restore"
-        if self.pct is not None:
-            return f"{self.pct:g} %"
-        return f"{self.watts:g} W"
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.restore:
-            return {"restore": True}
-        if self.pct is not None:
-            return {"pct": self.pct}
-        return {"watts": self.watts}
 
 
 @record(frozen=True)
@@ -137,22 +114,6 @@ class CapRequest:
     @property
     def wants_cpu(self) -> bool:
         return self.cpu is not None or self.cpu_governor is not None
-
-
-def _check_pct(value: float, field_name: str, file: str | None = None) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
-        raise InputError(f"must be a number, got {value!r}", file=file, field=field_name)
-    if not 0 < value <= 100:
-        raise InputError(f"must be in (0, 100], got {value:g}", file=file, field=field_name)
-    return float(value)
-
-
-def _check_watts(value: float, field_name: str, file: str | None = None) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
-        raise InputError(f"must be a number, got {value!r}", file=file, field=field_name)
-    if value < 1 or math.isinf(value):
-        raise InputError(f"must be at least 1 W, got {value:g}", file=file, field=field_name)
-    return float(value)
 
 
 def _target_flag(gpu: bool, cpu: bool, all_: bool) -> str | None:
@@ -231,10 +192,10 @@ def build_request(
     target = explicit or "gpu"
     if watts is not None:
         req.mode = "watts"
-        req.gpu, req.cpu = _split(CapSetting(watts=_check_watts(watts, "--watts")), target)
+        req.gpu, req.cpu = _split(CapSetting(watts=check_watts(watts, "--watts")), target)
     elif pct is not None:
         req.mode = "pct"
-        req.gpu, req.cpu = _split(CapSetting(pct=_check_pct(pct, "--pct")), target)
+        req.gpu, req.cpu = _split(CapSetting(pct=check_pct(pct, "--pct")), target)
     elif restore:
         req.mode = "restore"
         req.gpu, req.cpu = _split(CapSetting(restore=True), target)
@@ -296,9 +257,9 @@ def _twin_intent(doc: Any, label: str, where: str) -> NodeTwinIntent:
             w, p = _num(pc, "capWattsPerGpu"), _num(pc, "capPctOfMax")
             # Validate both even though watts wins: a twin with a bad value is a bad twin.
             if w is not None:
-                w = _check_watts(w, field_("spec.gpu.powerCap.capWattsPerGpu"), label)
+                w = check_watts(w, field_("spec.gpu.powerCap.capWattsPerGpu"), label)
             if p is not None:
-                p = _check_pct(p, field_("spec.gpu.powerCap.capPctOfMax"), label)
+                p = check_pct(p, field_("spec.gpu.powerCap.capPctOfMax"), label)
             if w is not None:  # seed precedence: capWattsPerGpu, otherwise capPctOfMax
                 gpu_setting = CapSetting(watts=w)
             elif p is not None:
@@ -317,9 +278,9 @@ def _twin_intent(doc: Any, label: str, where: str) -> NodeTwinIntent:
             raise InputError("must be an object", file=label, field=field_("spec.cpu"))
         w, p = _num(cpu, "packagePowerCapWatts"), _num(cpu, "packagePowerCapPctOfMax")
         if w is not None:
-            w = _check_watts(w, field_("spec.cpu.packagePowerCapWatts"), label)
+            w = check_watts(w, field_("spec.cpu.packagePowerCapWatts"), label)
         if p is not None:
-            p = _check_pct(p, field_("spec.cpu.packagePowerCapPctOfMax"), label)
+            p = check_pct(p, field_("spec.cpu.packagePowerCapPctOfMax"), label)
         if w is not None:
             cpu_setting = CapSetting(watts=w)
         elif p is not None:

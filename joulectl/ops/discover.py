@@ -113,7 +113,7 @@ def _discover_gpus(host: Host) -> tuple[list[GpuDevice], dict[str, str]]:
         dev.model = strip_gfd_suffix(dev.raw_model) if dev.raw_model else None
         if dev.architecture is None and entry is not None and entry.architecture:
             dev.architecture = entry.architecture
-        dev.governor_presets = governor_presets(dev)
+        dev.governor_presets = governor_presets(dev, host=host)
     return devices, errors
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from joulectl.errors import InputError
 from joulectl.models import CPU_PRESETS, GPU_PRESETS
-from joulectl.ops.cap import TARGETS, CapSetting
+from joulectl.ops.capsetting import TARGETS, CapSetting, check_pct, check_watts
 
 DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _FULL = {d: i for i, d in enumerate(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
@@ -227,8 +227,6 @@ def _time(value: Any, file: str, where: str) -> int:
 
 
 def _cap(value: Any, file: str, where: str) -> CapSetting:
-    from joulectl.ops.cap import _check_pct, _check_watts
-
     if value == "restore":
         return CapSetting(restore=True)
     if not isinstance(value, dict):
@@ -248,8 +246,8 @@ def _cap(value: Any, file: str, where: str) -> CapSetting:
             raise InputError(f"must be true, got {value['restore']!r}", file=file, field=f"{where}.restore")
         return CapSetting(restore=True)
     if key == "pct":
-        return CapSetting(pct=_check_pct(value["pct"], f"{where}.pct", file))
-    return CapSetting(watts=_check_watts(value["watts"], f"{where}.watts", file))
+        return CapSetting(pct=check_pct(value["pct"], f"{where}.pct", file))
+    return CapSetting(watts=check_watts(value["watts"], f"{where}.watts", file))
 
 
 def _governor(value: Any, file: str, where: str) -> tuple[str | None, str | None]:

@@ -410,7 +410,8 @@ def model_for(node_dir: str, node: str, profile: Any) -> NodeModel:
 _KIND_ALIASES = {
     "rapl_limit": "rapl_limit", "amdgpu_cap": "amdgpu_cap", "intel_pl1": "intel_pl1",
     "cpufreq_governor": "cpufreq_governor", "epp": "epp", "amd_perf_level": "amd_perf_level",
-    "amd_sclk": "amd_sclk", "scaling_max_freq": "cpufreq_max", "scaling_min_freq": "cpufreq_min",
+    "amd_sclk": "amd_sclk", "intel_gt_min": "intel_gt_min", "intel_gt_max": "intel_gt_max",
+    "scaling_max_freq": "cpufreq_max", "scaling_min_freq": "cpufreq_min",
     "cpufreq_max": "cpufreq_max", "cpufreq_min": "cpufreq_min", "no_turbo": "no_turbo", "boost": "boost",
 }
 

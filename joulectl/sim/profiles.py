@@ -158,6 +158,7 @@ SCHEMA: dict[str, Any] = {
             "clampMaxW": NUM,
             "product": str,
             "family": str,
+            "gt": {"rp0MHz": NUM, "rp1MHz": NUM, "rpnMHz": NUM},
         },
     },
 }

@@ -81,6 +81,7 @@ __all__ = [
 KINDS = (
     "rapl_limit", "rapl_time_window", "amdgpu_cap", "intel_pl1", "intel_pl1_interval", "cpufreq_governor",
     "cpufreq_max", "cpufreq_min", "epp", "no_turbo", "boost", "amd_perf_level", "amd_sclk", "amd_partition",
+    "intel_gt_min", "intel_gt_max",
 )
 UNMODELLED = "other"
 #: Attributes whose write is a command: what reads back is not what was written (:func:`command_readback`).
@@ -117,6 +118,9 @@ class Rule:
     default: str | None = None
     base_khz: int | None = None
     max_ms: int | None = None
+    #: Intel GT frequency bounds (MHz): RPn and RP0
+    rpn_mhz: int | None = None
+    rp0_mhz: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,12 +129,14 @@ class Context:
 
     ``governor``: the policy's governor (the EPP ``EBUSY`` rule); ``turbo``: False while
     ``no_turbo=1`` or ``boost=0`` (the cpufreq maximum then stops at the non-turbo maximum);
-    ``other_khz``: the policy's other limit (``scaling_max_freq`` for a minimum), or None.
+    ``other_khz``: the policy's other limit (``scaling_max_freq`` for a minimum), or None;
+    ``other_mhz``: an Intel GT's other frequency bound in force (the maximum for a minimum).
     """
 
     governor: str | None = None
     turbo: bool = True
     other_khz: int | None = None
+    other_mhz: int | None = None
 
 
 @dataclass(frozen=True)
@@ -405,7 +411,23 @@ def apply(kind: str, rule: Rule, data: bytes | str, ctx: Context | None = None) 
         return _perf_level(r, s)
     if kind == "amd_sclk":
         return _sclk(r, s)
+    if kind in ("intel_gt_min", "intel_gt_max"):
+        return _intel_gt(kind, r, s, ctx)
     return Verdict(s)
+
+
+def _intel_gt(kind: str, r: Rule, s: str, ctx: Context) -> Verdict:
+    """i915 ``intel_rps_set_{min,max}_frequency`` and xe ``xe_guc_pc_set_{min,max}_freq``: a
+    decimal MHz within RPn..RP0 that keeps min <= max, EINVAL otherwise."""
+    mhz = kstrtoul(s, bits=32)
+    if mhz is None:
+        return _refuse(errno_mod.EINVAL, "not a decimal integer")
+    if (r.rpn_mhz is not None and mhz < r.rpn_mhz) or (r.rp0_mhz is not None and mhz > r.rp0_mhz):
+        return _refuse(errno_mod.EINVAL, "outside RPn..RP0")
+    other = ctx.other_mhz
+    if other is not None and (mhz > other if kind == "intel_gt_min" else mhz < other):
+        return _refuse(errno_mod.EINVAL, "minimum above maximum")
+    return Verdict(f"{mhz}\n")
 
 
 # -- read side -----------------------------------------------------------------------------------
@@ -523,5 +545,5 @@ def rule_from_manifest(raw: dict[str, object]) -> Rule:
         allowed=tuple(str(a) for a in allowed) if isinstance(allowed, (list, tuple)) else (),
         secondary=bool(raw.get("secondary", False)), min_khz=opt_int("minKhz"), max_khz=opt_int("maxKhz"),
         default=(str(default) if str(default).endswith("\n") else f"{default}\n") if default is not None else None,
-        base_khz=opt_int("baseKhz"), max_ms=opt_int("maxMs"),
+        base_khz=opt_int("baseKhz"), max_ms=opt_int("maxMs"), rpn_mhz=opt_int("rpnMhz"), rp0_mhz=opt_int("rp0Mhz"),
     )

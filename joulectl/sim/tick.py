@@ -305,6 +305,10 @@ def context(rt: NodeRuntime | None, w: Writable) -> Context:
             hi = rt.value(w.component, "cpufreq_max")
             other = _uint(hi, -1) if hi is not None else None
             other = other if other is not None and other >= 0 else None
+    if w.kind in ("intel_gt_min", "intel_gt_max"):
+        bound = rt.value(w.component, "intel_gt_max" if w.kind == "intel_gt_min" else "intel_gt_min")
+        mhz = _uint(bound, -1) if bound is not None else -1
+        return Context(other_mhz=mhz if mhz >= 0 else None)
     return Context(governor=governor, turbo=turbo, other_khz=other)
 
 
@@ -970,6 +974,8 @@ class NodeRuntime:
             for w in self.by_component.get(key, ()):
                 if w.kind == "amd_perf_level":
                     clock_frac = min(clock_frac, self._perf_level_frac(gpu, w.text.strip()))
+                elif w.kind == "intel_gt_max" and w.rule.rp0_mhz:
+                    clock_frac = min(clock_frac, _uint(w.text, w.rule.rp0_mhz) / w.rule.rp0_mhz)
         cap_prev = st.get(f"cap.{key}", target)
         cap = ph.first_order(cap_prev, target, dt_s, g.cap_tau_s)
         st[f"cap.{key}"] = cap

@@ -534,6 +534,42 @@ def _intel(t: Template, prof: Profile, next_hwmon: list[int]) -> None:
         t.w(f"{h}/{ch}_max_interval", "intel_pl1_interval", comp, maxMs=256_000, default="1000")
         t.c(f"{h}/{en}_input", "energy_uj", comp)
         _drm(t, dev, i)
+        _intel_gt_freq(t, dev, i, driver, it.get("gt") or {}, comp)
+
+
+#: The GT frequency landmarks (MHz) a profile without ``gpus.intel.gt`` gets: Flex 170 (DG2).
+INTEL_GT_DEFAULT = {"rp0MHz": 2050, "rp1MHz": 1300, "rpnMHz": 300}
+
+
+def _intel_gt_freq(t: Template, dev: str, card: int, driver: str, gt: dict[str, Any], comp: str) -> None:
+    """The GT frequency files of one GPU (one GT on tile 0): i915 ``drm/card<N>/gt/gt0/rps_*_freq_mhz``
+    (the per-GT files of Linux 6.2+; the card-level ``gt_*_freq_mhz`` aliases of GT 0 are not
+    rendered: a second writable name for one value would need a hard link to a writable file),
+    xe ``tile0/gt0/freq0/*_freq``. ``min``/``max`` are written as root and follow the
+    driver's rules (:func:`joulectl.sim.tick.validate`: RPn <= min <= max <= RP0, EINVAL otherwise)."""
+    rp0 = int(gt.get("rp0MHz", INTEL_GT_DEFAULT["rp0MHz"]))
+    rpn = int(gt.get("rpnMHz", INTEL_GT_DEFAULT["rpnMHz"]))
+    rp1 = int(gt.get("rp1MHz", INTEL_GT_DEFAULT["rp1MHz"]))
+    rule = {"rpnMhz": rpn, "rp0Mhz": rp0}
+    if driver == "xe":
+        base = f"{dev}/tile0/gt0/freq0"
+        t.d(f"{dev}/tile0")
+        t.d(f"{dev}/tile0/gt0")
+        t.d(base)
+        names = {"min": "min_freq", "max": "max_freq"}
+        values = {"rp0_freq": rp0, "rpe_freq": rp1, "rpn_freq": rpn, "act_freq": 0, "cur_freq": rpn}
+    else:
+        base = f"{dev}/drm/card{card}/gt/gt0"
+        t.d(f"{dev}/drm/card{card}/gt")
+        t.d(base)
+        names = {"min": "rps_min_freq_mhz", "max": "rps_max_freq_mhz"}
+        values = {"rps_RP0_freq_mhz": rp0, "rps_RP1_freq_mhz": rp1, "rps_RPn_freq_mhz": rpn,
+                  "rps_boost_freq_mhz": rp0, "rps_act_freq_mhz": 0, "rps_cur_freq_mhz": rpn}
+    for name, value in values.items():
+        t.a(f"{base}/{name}", value)
+    for which, start in (("min", rpn), ("max", rp0)):
+        t.a(f"{base}/{names[which]}", start, W)
+        t.w(f"{base}/{names[which]}", f"intel_gt_{which}", comp, default=str(start), **rule)
 
 
 def _nvidia(t: Template, prof: Profile) -> None:

@@ -183,3 +183,16 @@ def test_accepted_presets_amd() -> None:
     assert gov.accepted_presets(amd_gpu(0, sclk=[500, 2100]), None, None) == (
         "auto", "sustained", "efficient", "low", "peak")
     assert gov.accepted_presets(amd_gpu(0, level=None), None, None) == ()
+
+
+def test_reset_restores_a_level_a_killed_write_left_empty(tmp_path: Path) -> None:
+    """A plain file truncated by a run killed inside its write reads empty: that is no operator's
+    level, so reset writes the original back (the kill -9 reliability test hit it)."""
+    amd_tree(tmp_path, 0, level="high")
+    host, journal = Host(str(tmp_path)), Journal()
+    inv = inventory([amd_gpu(0)])
+    gov.apply_preset(host, inv, journal, "peak")
+    (_dev_dir(tmp_path, 0) / LEVEL).write_text("")
+    r = gov.reset(host, inv, journal, cpu=False)[0]
+    assert (r.status, r.message, r.after) == (Status.APPLIED, "performance level set by joulectl restored", "high")
+    assert _level(tmp_path, 0) == "high"

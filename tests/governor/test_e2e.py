@@ -254,11 +254,11 @@ def test_intel_cpu_presets_and_reset(cluster: Cluster) -> None:
     assert state() == before
 
 
-def test_intel_gpus_blocked(cluster: Cluster) -> None:
-    r = cluster.joulectl("flex-0", "governor", "set", "efficient", "-o", "json")
-    assert r.returncode == 5
-    assert {(x["status"], x["message"]) for x in json.loads(r.stdout)["results"]} == {
-        ("blocked", "no governor mapping for Intel GPUs")}
+def test_intel_gpus_efficient_then_reset(cluster: Cluster) -> None:
+    doc = cluster.json("flex-0", "governor", "set", "efficient")
+    assert {(x["status"], x["after"]) for x in doc["results"]} == {("applied", "gt0 300-1500 MHz")}
+    doc = cluster.json("flex-0", "governor", "reset", "--gpu")
+    assert {(x["status"], x["after"]) for x in doc["results"]} == {("applied", "gt0 300-2050 MHz")}
 
 
 # -- a SIGKILL right after a write ------------------------------------------------------------------

@@ -221,11 +221,6 @@ def test_architecture_from_the_catalog_when_discover_has_none(tmp_path: Path) ->
     assert r.status == Status.APPLIED_UNVERIFIED
 
 
-def test_intel_gpus_are_blocked(tmp_path: Path) -> None:
-    r = gov.apply_preset(Host(str(tmp_path)), inventory([intel_gpu(0)]), Journal(), "efficient")[0]
-    assert (r.status, r.message) == (Status.BLOCKED, "no governor mapping for Intel GPUs")
-
-
 def test_sustained_blocked_without_model_presets_applied_with(tmp_path: Path) -> None:
     root = _root(tmp_path, [H100_TABLE])
     host, journal = Host(str(root)), Journal()
@@ -356,7 +351,7 @@ def test_unknown_preset_lists_the_presets() -> None:
 
 def test_accepted_presets_per_gpu(tmp_path: Path) -> None:
     root = _root(tmp_path, [H100_TABLE])
-    ctx = gov._NvContext(Host(str(root)), [])
+    ctx = gov.new_context(Host(str(root)))
     assert gov.accepted_presets(nvidia_gpu(0), ctx, None) == ("auto", "efficient", "low", "peak")
     assert gov.accepted_presets(nvidia_gpu(0), ctx, H100) == ("auto", "sustained", "efficient", "low", "peak")
     assert gov.accepted_presets(nvidia_gpu(0, arch="volta"), ctx, H100) == ()
