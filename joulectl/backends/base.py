@@ -107,6 +107,16 @@ def normalize_bus_id(bus_id: str) -> str:
     return text
 
 
+def nvml_bus_id(bus_id: str) -> str:
+    """A PCI bus id as NVML, nvidia-smi and dcgm-exporter spell it: ``00000000:07:00.0``
+    (8-digit domain, upper case); the inverse of :func:`normalize_bus_id`."""
+    text = normalize_bus_id(bus_id)
+    if text.count(":") != 2:
+        return text.upper()
+    domain, rest = text.split(":", 1)
+    return f"{domain.rjust(8, '0')}:{rest}".upper()
+
+
 #: NVIDIA architectures that have run-time graphics and memory clock locks (Ampere and newer).
 NVIDIA_GOVERNOR_ARCHS = frozenset({"ampere", "ada", "ada_lovelace", "hopper", "blackwell", "rubin"})
 

@@ -73,3 +73,62 @@ Devices = Annotated[
 
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def check_output_file(path: str) -> None:
+    """Refuse an ``--output-file`` that is not a regular file or whose directory is missing (exit 2)
+    before any work is done."""
+    import stat
+
+    from joulectl.errors import InputError
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise InputError(f"cannot be used ({exc.strerror})", file=path, field="--output-file") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InputError("is not a regular file", file=path, field="--output-file")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise InputError("its directory does not exist", file=path, field="--output-file")
+
+
+def write_output_file(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file beside it, fsync, rename, fsync of
+    the directory. A reader sees the old file or the new one, never half of one; on any error the
+    old file is left as it was and the temporary file removed (exit 2 naming the file)."""
+    from joulectl.errors import InputError
+
+    check_output_file(path)
+    target = os.path.abspath(path)
+    parent = os.path.dirname(target)
+    tmp = os.path.join(parent, f".{os.path.basename(target)}.tmp.{os.getpid()}")
+    mode = 0o644
+    try:
+        mode = os.stat(target).st_mode & 0o777
+    except OSError:
+        pass
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        try:
+            data = text.encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+        dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise InputError(f"cannot be written ({exc.strerror})", file=path, field="--output-file") from None

@@ -35,6 +35,11 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--node-name", metavar="NAME", help="Node name to report (default: the host name)."),
         ] = None,
+        output_file: Annotated[
+            str | None,
+            typer.Option("--output-file", metavar="FILE",
+                         help="Write to FILE atomically (a scraper never reads half of it) instead of stdout."),
+        ] = None,
     ) -> None:
         """Inventory of the node's CPUs and GPUs (reads only; -o yaml gives a NodeHardware object)."""
         import sys
@@ -48,6 +53,12 @@ def register(app: typer.Typer) -> None:
             raise InputError("needs --watch", field="--count")
         if watch is not None and fmt != "table":
             raise InputError(f"--watch prints a table and cannot be combined with -o {fmt}", field="--watch")
+        if watch is not None and output_file is not None:
+            raise InputError("--watch redraws a terminal and cannot be combined with --output-file", field="--watch")
+        if output_file is not None:
+            from joulectl.cli.common import check_output_file
+
+            check_output_file(output_file)
         host = STATE.host()
         if watch is not None:
             clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
@@ -59,7 +70,21 @@ def register(app: typer.Typer) -> None:
         inv = ops.inventory(host, node_name=node_name)
         for vendor, message in inv.gpu_errors.items():
             warn(f"{vendor} GPUs could not be listed: {message}")
-        if fmt == "prometheus":
+        if output_file is not None:
+            from joulectl.cli.common import write_output_file
+            from joulectl.render import dumps
+
+            if fmt == "prometheus":
+                text = ops.prometheus_text(inv)
+            elif fmt == "table":
+                from joulectl.render import set_color
+
+                set_color(False)  # a file gets plain text, whatever stdout is
+                text = ops.table_text(inv)
+            else:
+                text = dumps(ops.node_hardware(inv), fmt)
+            write_output_file(output_file, text)
+        elif fmt == "prometheus":
             sys.stdout.write(ops.prometheus_text(inv))
         else:
             emit(ops.node_hardware(inv), fmt, lambda: ops.table_text(inv))

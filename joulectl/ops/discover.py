@@ -505,6 +505,8 @@ class _Metrics:
 
 def prometheus_text(inv: NodeInventory) -> str:
     """node_exporter textfile-collector metrics (``joulectl_`` prefix, watts and joules)."""
+    from joulectl.backends.base import nvml_bus_id
+
     m = _Metrics()
     node = inv.host.hostname
     cpu = inv.cpu
@@ -530,12 +532,16 @@ def prometheus_text(inv: NodeInventory) -> str:
             m.add("powercap_limit_watts", "gauge", "Powercap constraint power limit.", cl, k.limit_w)
             m.add("powercap_limit_max_watts", "gauge", "Powercap constraint maximum.", cl, k.max_w)
             m.add("powercap_limit_min_watts", "gauge", "Powercap constraint minimum.", cl, k.min_w)
-    m.add("gpu_count", "gauge", "GPUs counted per the Joulie rules.", {"node": node}, inv.gpu_count)
+    m.add("gpus", "gauge", "GPUs counted per the Joulie rules.", {"node": node}, inv.gpu_count)
     m.add("gpu_power_domains", "gauge", "GPUs that hold a power limit.", {"node": node}, inv.power_domains)
     for d in inv.gpus:
-        labels = {"node": node, "bus_id": d.bus_id, "vendor": d.vendor, "model": d.model or ""}
+        # dcgm-exporter's identity labels (gpu, pci_bus_id, UUID) join these series with DCGM_FI_*.
+        labels = {"node": node, "gpu": str(d.index), "pci_bus_id": nvml_bus_id(d.bus_id), "bus_id": d.bus_id}
+        if d.uuid:
+            labels["UUID"] = d.uuid
+        labels |= {"vendor": d.vendor, "model": d.model or ""}
         m.add("gpu_info", "gauge", "GPU identity (value 1).",
-              {**labels, "driver": d.driver, "uuid": d.uuid or "", "catalog_key": d.catalog_key or ""}, 1)
+              {**labels, "driver": d.driver, "catalog_key": d.catalog_key or ""}, 1)
         m.add("gpu_power_cap_watts", "gauge", "GPU power limit in force.", labels, d.current_cap_w)
         m.add("gpu_power_cap_min_watts", "gauge", "GPU power limit minimum.", labels, d.cap_range.min_w)
         m.add("gpu_power_cap_max_watts", "gauge", "GPU power limit maximum.", labels, d.cap_range.max_w)

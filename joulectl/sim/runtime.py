@@ -443,15 +443,17 @@ def run(
     try:
         rendered, resumed = _ensure_trees(spec, root, render_progress)
         entries = build_entries(spec, root)
+        models = [e.model for e in entries]
         if on_start is not None:
-            on_start(spec, [e.model for e in entries])
+            on_start(spec, models)
+        gpu_ids = telemetry.gpu_identities(spec, models)
         if fuse:
             return serve.serve(entries, root, spec.facility, binding, ticks=ticks, duration_s=duration_s,
                                tick_s=tick_s, fast=fast, progress=progress, rendered=rendered, resumed=resumed,
-                               on_tick=on_tick, stop_event=stop_event)
+                               on_tick=on_tick, stop_event=stop_event, gpu_ids=gpu_ids, cluster=spec.name)
         return run_entries(entries, root, spec.facility, ticks=ticks, duration_s=duration_s, tick_s=tick_s,
                            fast=fast, workers=workers, progress=progress, rendered=rendered, resumed=resumed,
-                           on_tick=on_tick, stop_event=stop_event,
+                           on_tick=on_tick, stop_event=stop_event, gpu_ids=gpu_ids, cluster=spec.name,
                            workload=workload(spec) if workload is not None else None)
     finally:
         gc.enable()  # (run_entries turns it back on once the nodes are built, before the first tick)
@@ -483,6 +485,8 @@ def run_entries(
     stop_event: threading.Event | None = None,
     pool: Any = None,
     workload: Workload | None = None,
+    gpu_ids: dict[str, telemetry.GpuIds] | None = None,
+    cluster: str = "",
 ) -> RunSummary:
     """The tick loop over prepared nodes (what :func:`run` does after the trees exist).
 
@@ -550,7 +554,7 @@ def run_entries(
             summary.events += telemetry.append_events(root, events)
             # The exported tick duration is the previous tick's whole cost (telemetry included).
             lines, prom = telemetry.write_tick(root, samples, fac, profiles, tick_seconds=last_s,
-                                               overruns=summary.overruns)
+                                               overruns=summary.overruns, gpu_ids=gpu_ids, cluster=cluster)
             if on_tick is not None:
                 on_tick(TickOutput(k + 1, samples, fac, pending + events if pending else events, lines, prom))
                 pending = []

@@ -5,13 +5,16 @@ sees half of one:
 
 * ``<root>/telemetry/otlp.jsonl``: the latest export, one OTLP ``ExportMetricsServiceRequest``
   (JSON encoding) per line, one line per node plus one for the facility. Metric names follow the
-  OpenTelemetry hardware semantic conventions: ``hw.host.energy`` (whole host, J),
-  ``hw.energy`` per CPU package (``hw.type=cpu``), DRAM zone (``hw.type=memory``) and GPU
-  (``hw.type=gpu``), cumulative and monotonic; ``hw.power`` (W, gauge) per GPU. A virtual-machine
-  node exports none: no real collector could measure it.
+  OpenTelemetry hardware semantic conventions: ``hw.host.energy`` (whole host, J, the only host
+  total), ``hw.energy`` per CPU package (``hw.type=cpu``), DRAM zone (``hw.type=memory``) and GPU
+  (``hw.type=gpu``), cumulative and monotonic; ``hw.power`` (W, gauge) per GPU; RAPL's psys zone
+  as ``joulie.sim.rapl.psys.energy``. Every metric has a description. A virtual-machine node
+  exports none: no real collector could measure it.
 * ``<root>/metrics.prom``: the same counters in the Prometheus text format
-  (``hw_host_energy_joules_total``, ``hw_energy_joules_total``, ``hw_power_watts``) and the
-  simulator's own gauges (node power, facility PUE, cooling, ambient, tick duration, overruns).
+  (``hw_host_energy_joules_total``, ``hw_energy_joules_total``, ``hw_power_watts``,
+  ``joulie_sim_rapl_psys_energy_joules_total``; GPU series with dcgm-exporter's ``gpu``,
+  ``pci_bus_id`` and ``UUID`` labels) and the simulator's own gauges (node power, facility PUE,
+  cooling, ambient, tick duration, overruns), each with HELP and TYPE (promtool-clean).
 * ``<root>/events.jsonl``: one JSON object per line, ``{time, node, name, attributes}``, appended.
 """
 
@@ -48,29 +51,93 @@ def _ns(t: float) -> str:
     return str(int(t * 1e9))
 
 
-def otlp_node(sample: Sample, start_s: float, profile: str = "") -> dict[str, Any] | None:
-    """One node's OTLP metrics request, or None for a virtual machine."""
+#: GPU identity labels of one node, by component (``gpu0`` -> ``{"gpu": "0", "pci_bus_id":
+#: "00000000:18:00.0", "UUID": "GPU-...", "vendor": "nvidia", "model": "..."}``): the labels that
+#: join the simulator's GPU series with dcgm-exporter's (``pci_bus_id``, ``gpu``, ``UUID``).
+GpuIds = dict[str, dict[str, str]]
+
+#: Metric descriptions (OTLP ``description``, Prometheus ``HELP``), one place for both.
+DESCRIPTIONS = {
+    "hw.host.energy": "Energy consumed by the whole host (CPU packages, DRAM and GPUs), since its counters started.",
+    "hw.energy": "Energy consumed by a CPU package, DRAM zone or GPU, since its counters started.",
+    "hw.power": "Power drawn by a GPU over the last tick.",
+    "joulie.sim.rapl.psys.energy": "RAPL psys (platform) zone energy; it includes the packages, DRAM and GPUs, "
+                                   "so it is not summed with hw.energy.",
+    "joulie.sim.facility.ambient_temperature": "Facility ambient temperature.",
+    "joulie.sim.facility.it_power": "Facility IT power (every node).",
+    "joulie.sim.facility.pue": "Facility power usage effectiveness.",
+    "joulie.sim.facility.cooling_power": "Facility cooling power.",
+}
+
+
+def gpu_identities(spec: Any, models: Iterable[Any]) -> dict[str, GpuIds]:
+    """The GPU identity labels of every node of ``spec`` (see :data:`GpuIds`)."""
+    from joulectl.backends.base import nvml_bus_id
+    from joulectl.sim.identity import node_metas
+
+    out: dict[str, GpuIds] = {}
+    for node, meta in node_metas(spec, models).items():
+        ids: GpuIds = {}
+        for g in meta.gpus:
+            labels = {"gpu": str(g.index), "pci_bus_id": nvml_bus_id(g.bus_id) if g.bus_id else ""}
+            if g.uuid:
+                labels["UUID"] = g.uuid
+            labels["vendor"] = g.vendor
+            labels["model"] = g.product
+            ids[g.key] = labels
+        if ids:
+            out[node] = ids
+    return out
+
+
+#: OTLP attribute names of the GPU identity labels (OpenTelemetry ``hw.*`` where one exists; the
+#: others become the same labels as dcgm-exporter's in Prometheus' OTLP translation: ``pci.bus_id``
+#: -> ``pci_bus_id``).
+_OTLP_GPU_KEYS = {"gpu": "gpu.index", "pci_bus_id": "pci.bus_id", "UUID": "gpu.uuid", "vendor": "hw.vendor",
+                  "model": "hw.model"}
+
+
+def otlp_node(sample: Sample, start_s: float, profile: str = "", gpu_ids: GpuIds | None = None
+              ) -> dict[str, Any] | None:
+    """One node's OTLP metrics request, or None for a virtual machine.
+
+    Follows the OpenTelemetry hardware conventions: the host total only as ``hw.host.energy``;
+    ``hw.energy`` per CPU package (``hw.type=cpu``), DRAM zone (``memory``) and GPU (``gpu``);
+    RAPL's psys zone, which already holds the whole platform, under its own name so that no sum
+    counts it twice.
+    """
     if sample.virtual:
         return None
     now, start = _ns(sample.time_s), _ns(start_s)
+    ids = gpu_ids or {}
 
-    def point(value: float, **attrs: str) -> dict[str, Any]:
-        return {"attributes": [_attr(k.replace("_", "."), v) for k, v in attrs.items()],
+    def point(value: float, attrs: dict[str, str]) -> dict[str, Any]:
+        return {"attributes": [_attr(k, v) for k, v in attrs.items()],
                 "startTimeUnixNano": start, "timeUnixNano": now, "asDouble": round(value, 6)}
 
+    def hw(cid: str, hw_type: str) -> dict[str, str]:
+        attrs = {"hw.id": cid, "hw.type": hw_type}
+        for key, value in ids.get(cid, {}).items():
+            if value:
+                attrs[_OTLP_GPU_KEYS[key]] = value
+        return attrs
+
+    def counter(name: str, points: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"name": name, "description": DESCRIPTIONS[name], "unit": "J",
+                "sum": {"aggregationTemporality": 2, "isMonotonic": True, "dataPoints": points}}
+
     host_j = sample.energy_j.get("host", ("host", 0.0))[1]
-    parts = [(cid, hw_type, j) for cid, (hw_type, j) in sorted(sample.energy_j.items()) if cid != "host"]
-    metrics: list[dict[str, Any]] = [
-        {"name": "hw.host.energy", "unit": "J", "sum": {"aggregationTemporality": 2, "isMonotonic": True,
-                                                        "dataPoints": [point(host_j, hw_id=sample.node)]}},
-    ]
+    parts = [(cid, hw_type, j) for cid, (hw_type, j) in sorted(sample.energy_j.items())
+             if cid not in ("host", "psys")]
+    metrics: list[dict[str, Any]] = [counter("hw.host.energy", [point(host_j, {"hw.id": sample.node})])]
     if parts:
-        metrics.append({"name": "hw.energy", "unit": "J", "sum": {
-            "aggregationTemporality": 2, "isMonotonic": True,
-            "dataPoints": [point(j, hw_id=cid, hw_type=t) for cid, t, j in parts]}})
+        metrics.append(counter("hw.energy", [point(j, hw(cid, t)) for cid, t, j in parts]))
     if sample.gpu_power_w:
-        metrics.append({"name": "hw.power", "unit": "W", "gauge": {
-            "dataPoints": [point(w, hw_id=cid, hw_type="gpu") for cid, w in sorted(sample.gpu_power_w.items())]}})
+        metrics.append({"name": "hw.power", "description": DESCRIPTIONS["hw.power"], "unit": "W", "gauge": {
+            "dataPoints": [point(w, hw(cid, "gpu")) for cid, w in sorted(sample.gpu_power_w.items())]}})
+    if "psys" in sample.energy_j:
+        metrics.append(counter("joulie.sim.rapl.psys.energy",
+                               [point(sample.energy_j["psys"][1], {"hw.id": "psys"})]))
     resource = [_attr("host.name", sample.node), _attr("service.name", "joulectl-sim")]
     if profile:
         resource.append(_attr("sim.joulie.io/profile", profile))
@@ -78,18 +145,24 @@ def otlp_node(sample: Sample, start_s: float, profile: str = "") -> dict[str, An
                                  "scopeMetrics": [{"scope": SCOPE, "metrics": metrics}]}]}
 
 
-def otlp_facility(fac: Facility, time_s: float) -> dict[str, Any]:
-    """The facility's OTLP request: ambient temperature, IT power, PUE and cooling power gauges."""
+def otlp_facility(fac: Facility, time_s: float, cluster: str = "") -> dict[str, Any]:
+    """The facility's OTLP request: ambient temperature, IT power, PUE and cooling power gauges.
+
+    The facility is no host: its resource has no ``host.name``, only ``service.name`` and
+    ``sim.joulie.io/scope=facility`` (and the cluster's name when known).
+    """
     def gauge(name: str, unit: str, value: float) -> dict[str, Any]:
-        return {"name": name, "unit": unit, "gauge": {"dataPoints": [
+        return {"name": name, "description": DESCRIPTIONS[name], "unit": unit, "gauge": {"dataPoints": [
             {"attributes": [], "timeUnixNano": _ns(time_s), "asDouble": round(value, 6)}]}}
 
     metrics = [gauge("joulie.sim.facility.ambient_temperature", "Cel", fac.ambient_c),
                gauge("joulie.sim.facility.it_power", "W", fac.it_power_w),
                gauge("joulie.sim.facility.pue", "1", fac.pue),
                gauge("joulie.sim.facility.cooling_power", "W", fac.cooling_w)]
-    return {"resourceMetrics": [{"resource": {"attributes": [_attr("service.name", "joulectl-sim"),
-                                                             _attr("host.name", "facility")]},
+    resource = [_attr("service.name", "joulectl-sim"), _attr("sim.joulie.io/scope", "facility")]
+    if cluster:
+        resource.append(_attr("sim.joulie.io/cluster", cluster))
+    return {"resourceMetrics": [{"resource": {"attributes": resource},
                                  "scopeMetrics": [{"scope": SCOPE, "metrics": metrics}]}]}
 
 
@@ -97,28 +170,48 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def _prom_labels(labels: dict[str, str]) -> str:
+    return ",".join(f'{k}="{_label(v)}"' for k, v in labels.items() if v)
+
+
 def prometheus(samples: Sequence[Sample], fac: Facility | None, *, tick_seconds: float = 0.0,
-               overruns: int = 0) -> str:
-    """The Prometheus text exposition of one tick."""
-    host, energy, power, node_power = [], [], [], []
+               overruns: int = 0, gpu_ids: dict[str, GpuIds] | None = None) -> str:
+    """The Prometheus text exposition of one tick.
+
+    GPU series carry dcgm-exporter's identity labels (``gpu``, ``pci_bus_id``, ``UUID``) beside
+    ``hw_id``, so ``on(pci_bus_id)`` or ``on(UUID)`` joins them with DCGM_FI_* series.
+    """
+    ids_by_node = gpu_ids or {}
+    host, energy, power, node_power, psys = [], [], [], [], []
     for s in samples:
         n = _label(s.node)
         node_power.append(f'joulie_sim_node_power_watts{{node="{n}"}} {s.power_w:.2f}')
         if s.virtual:
             continue
+        ids = ids_by_node.get(s.node, {})
         host.append(f'hw_host_energy_joules_total{{node="{n}"}} {s.energy_j.get("host", ("", 0.0))[1]:.6f}')
         for cid, (hw_type, j) in sorted(s.energy_j.items()):
-            if cid != "host":
-                energy.append(f'hw_energy_joules_total{{node="{n}",hw_id="{cid}",hw_type="{hw_type}"}} {j:.6f}')
+            if cid == "psys":
+                psys.append(f'joulie_sim_rapl_psys_energy_joules_total{{node="{n}"}} {j:.6f}')
+            elif cid != "host":
+                lab = _prom_labels({"node": s.node, "hw_id": cid, "hw_type": hw_type, **ids.get(cid, {})})
+                energy.append(f"hw_energy_joules_total{{{lab}}} {j:.6f}")
         for cid, w in sorted(s.gpu_power_w.items()):
-            power.append(f'hw_power_watts{{node="{n}",hw_id="{cid}",hw_type="gpu"}} {w:.3f}')
+            lab = _prom_labels({"node": s.node, "hw_id": cid, "hw_type": "gpu", **ids.get(cid, {})})
+            power.append(f"hw_power_watts{{{lab}}} {w:.3f}")
+    d = DESCRIPTIONS
     out = [
-        "# HELP hw_host_energy_joules_total Energy consumed by the whole host.",
+        f"# HELP hw_host_energy_joules_total {d['hw.host.energy']}",
         "# TYPE hw_host_energy_joules_total counter", *host,
-        "# HELP hw_energy_joules_total Energy consumed per CPU package, DRAM zone and GPU.",
+        f"# HELP hw_energy_joules_total {d['hw.energy']}",
         "# TYPE hw_energy_joules_total counter", *energy,
-        "# HELP hw_power_watts Average power of each GPU.",
+        f"# HELP hw_power_watts {d['hw.power']}",
         "# TYPE hw_power_watts gauge", *power,
+    ]
+    if psys:
+        out += [f"# HELP joulie_sim_rapl_psys_energy_joules_total {d['joulie.sim.rapl.psys.energy']}",
+                "# TYPE joulie_sim_rapl_psys_energy_joules_total counter", *psys]
+    out += [
         "# HELP joulie_sim_node_power_watts Emulated node power (CPU packages, DRAM and GPUs).",
         "# TYPE joulie_sim_node_power_watts gauge", *node_power,
         "# HELP joulie_sim_emulate_tick_duration_seconds Wall time of the last tick.",
@@ -130,9 +223,13 @@ def prometheus(samples: Sequence[Sample], fac: Facility | None, *, tick_seconds:
     ]
     if fac is not None:
         out += [
+            f"# HELP joulie_sim_facility_pue {d['joulie.sim.facility.pue']}",
             "# TYPE joulie_sim_facility_pue gauge", f"joulie_sim_facility_pue {fac.pue:.3f}",
+            f"# HELP joulie_sim_facility_cooling_watts {d['joulie.sim.facility.cooling_power']}",
             "# TYPE joulie_sim_facility_cooling_watts gauge", f"joulie_sim_facility_cooling_watts {fac.cooling_w:.2f}",
+            f"# HELP joulie_sim_facility_it_watts {d['joulie.sim.facility.it_power']}",
             "# TYPE joulie_sim_facility_it_watts gauge", f"joulie_sim_facility_it_watts {fac.it_power_w:.2f}",
+            f"# HELP joulie_sim_facility_ambient_celsius {d['joulie.sim.facility.ambient_temperature']}",
             "# TYPE joulie_sim_facility_ambient_celsius gauge",
             f"joulie_sim_facility_ambient_celsius {fac.ambient_c:.2f}",
         ]
@@ -159,7 +256,7 @@ def _num(value: float) -> str:
     return float.__repr__(r) if isinstance(r, float) and math.isfinite(r) else json.dumps(r)
 
 
-def otlp_line(sample: Sample, start_s: float, profile: str = "") -> str | None:
+def otlp_line(sample: Sample, start_s: float, profile: str = "", gpu_ids: GpuIds | None = None) -> str | None:
     """:func:`otlp_node` as one compact JSON line (the same text as ``json.dumps`` of it).
 
     A node's request has the same shape every tick: it is encoded once, with placeholders, and
@@ -167,16 +264,20 @@ def otlp_line(sample: Sample, start_s: float, profile: str = "") -> str | None:
     """
     if sample.virtual:
         return None
-    parts = tuple((cid, hw_type) for cid, (hw_type, _j) in sorted(sample.energy_j.items()) if cid != "host")
+    parts = tuple((cid, hw_type) for cid, (hw_type, _j) in sorted(sample.energy_j.items())
+                  if cid not in ("host", "psys"))
     gpus = tuple(sorted(sample.gpu_power_w))
-    key = (sample.node, profile, parts, gpus, "host" in sample.energy_j)
+    ids_key = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in (gpu_ids or {}).items()))
+    has_psys = "psys" in sample.energy_j
+    key = (sample.node, profile, parts, gpus, "host" in sample.energy_j, has_psys, ids_key)
     shape = _SHAPES.get(key)
     if shape is None:
         # The request with placeholders in every value slot, in the order otlp_node emits them.
-        holder = Sample(sample.node, 0.0, 0.0, 0.0, 0.0,
-                        {cid: (t, 0.0) for cid, t in parts} | ({"host": ("host", 0.0)} if key[4] else {}),
-                        {g: 0.0 for g in gpus}, {}, {}, sample.virtual)
-        doc = otlp_node(holder, 0.0, profile)
+        energy = {cid: (t, 0.0) for cid, t in parts} | ({"host": ("host", 0.0)} if key[4] else {})
+        if has_psys:
+            energy["psys"] = ("host", 0.0)
+        holder = Sample(sample.node, 0.0, 0.0, 0.0, 0.0, energy, {g: 0.0 for g in gpus}, {}, {}, sample.virtual)
+        doc = otlp_node(holder, 0.0, profile, gpu_ids)
         assert doc is not None
         text = json.dumps(_placeholders(doc), separators=(",", ":"))
         enc = json.dumps
@@ -189,6 +290,8 @@ def otlp_line(sample: Sample, start_s: float, profile: str = "") -> str | None:
     values = [sample.energy_j.get("host", ("host", 0.0))[1]]
     values += [sample.energy_j[cid][1] for cid, _t in parts]
     values += [sample.gpu_power_w[g] for g in gpus]
+    if has_psys:
+        values.append(sample.energy_j["psys"][1])
     out = [chunks[0]]
     for value, chunk in zip(values, chunks[1:], strict=True):
         out.append(_num(value))
@@ -210,17 +313,19 @@ def _placeholders(doc: Any) -> Any:
 
 
 def write_tick(root: str, samples: Sequence[Sample], fac: Facility | None, profiles: dict[str, str], *,
-               tick_seconds: float = 0.0, overruns: int = 0) -> tuple[list[str], str]:
+               tick_seconds: float = 0.0, overruns: int = 0, gpu_ids: dict[str, GpuIds] | None = None,
+               cluster: str = "") -> tuple[list[str], str]:
     """Write both metric files of one tick; their contents: (OTLP JSON lines, Prometheus text)."""
+    ids = gpu_ids or {}
     lines = []
     for s in samples:
-        line = otlp_line(s, s.start_s or s.time_s, profiles.get(s.node, ""))
+        line = otlp_line(s, s.start_s or s.time_s, profiles.get(s.node, ""), ids.get(s.node))
         if line is not None:
             lines.append(line)
     if fac is not None and samples:
-        lines.append(json.dumps(otlp_facility(fac, samples[0].time_s), separators=(",", ":")))
+        lines.append(json.dumps(otlp_facility(fac, samples[0].time_s, cluster), separators=(",", ":")))
     write_atomic(os.path.join(root, "telemetry", "otlp.jsonl"), "".join(line + "\n" for line in lines))
-    prom = prometheus(samples, fac, tick_seconds=tick_seconds, overruns=overruns)
+    prom = prometheus(samples, fac, tick_seconds=tick_seconds, overruns=overruns, gpu_ids=ids)
     write_atomic(os.path.join(root, "metrics.prom"), prom)
     return lines, prom
 

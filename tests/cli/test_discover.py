@@ -255,11 +255,12 @@ def test_prometheus_textfile(cli: Cli, root: Path) -> None:
     r = cli("--root", root, "discover", "-o", "prometheus")
     assert r.exit_code == 0
     lines = r.stdout.splitlines()
-    assert "# HELP joulectl_gpu_count GPUs counted per the Joulie rules." in lines
-    assert "# TYPE joulectl_gpu_count gauge" in lines
-    assert 'joulectl_gpu_count{node="mi250x-node-01"} 8' in lines
+    assert "# HELP joulectl_gpus GPUs counted per the Joulie rules." in lines
+    assert "# TYPE joulectl_gpus gauge" in lines
+    assert 'joulectl_gpus{node="mi250x-node-01"} 8' in lines
     assert 'joulectl_gpu_power_domains{node="mi250x-node-01"} 4' in lines
-    labels = 'node="mi250x-node-01",bus_id="0000:c1:00.0",vendor="amd",model="AMD Instinct MI250X"'
+    labels = ('node="mi250x-node-01",gpu="0",pci_bus_id="00000000:C1:00.0",bus_id="0000:c1:00.0",vendor="amd",'
+              'model="AMD Instinct MI250X"')
     assert f"joulectl_gpu_power_cap_watts{{{labels}}} 500" in lines
     assert f"joulectl_gpu_power_cap_max_watts{{{labels}}} 560" in lines
     assert f"joulectl_gpu_holds_limit{{{labels}}} 1" in lines

@@ -35,7 +35,8 @@ def _otlp(root: Path) -> dict[str, dict[str, Any]]:
     for line in (root / "telemetry" / "otlp.jsonl").read_text().splitlines():
         req = json.loads(line)
         [rm] = req["resourceMetrics"]
-        host = _attrs(rm["resource"])["host.name"]
+        res = _attrs(rm["resource"])
+        host = res.get("host.name") or res["sim.joulie.io/scope"]  # the facility is no host
         [sm] = rm["scopeMetrics"]
         out[host] = {m["name"]: m for m in sm["metrics"]}
     return out
@@ -98,7 +99,10 @@ def test_prometheus_text_file(run_root: tuple[Path, list[Any]]) -> None:
     assert float(host.group(1)) == pytest.approx(otlp)
     assert re.search(r'^hw_energy_joules_total\{node="intel-0",hw_id="pkg0",hw_type="cpu"\} [0-9.]+$', text,
                      re.MULTILINE)
-    assert len(re.findall(r'^hw_power_watts\{node="flex-0",hw_id="gpu\d",hw_type="gpu"\}', text, re.MULTILINE)) == 4
+    assert len(re.findall(r'^hw_power_watts\{node="flex-0",hw_id="gpu\d",hw_type="gpu",', text, re.MULTILINE)) == 4
+    # dcgm-exporter's identity labels, so GPU series join with DCGM_FI_* on pci_bus_id (or UUID, gpu).
+    assert ('hw_power_watts{node="flex-0",hw_id="gpu0",hw_type="gpu",gpu="0",pci_bus_id="00000000:4D:00.0",'
+            'vendor="intel",model="Intel(R) Data Center GPU Flex 170"} ') in text
     assert 'hw_host_energy_joules_total{node="vm-0"}' not in text
     assert re.search(r'^joulie_sim_node_power_watts\{node="vm-0"\} [0-9.]+$', text, re.MULTILINE)
     assert re.search(r"^joulie_sim_facility_pue [0-9.]+$", text, re.MULTILINE)

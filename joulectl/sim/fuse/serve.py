@@ -66,7 +66,8 @@ def live_nodes(entries: list[Any], nvml_io: Any) -> list[LiveNode]:
 def serve(entries: list[Any], root: str, spec_facility: Any, binding: Any, *, ticks: int | None = None,
           duration_s: float | None = None, tick_s: float = 1.0, fast: bool = False,
           progress: Callable[..., None] | None = None, rendered: int = 0, resumed: int = 0,
-          on_tick: Callable[..., None] | None = None, stop_event: threading.Event | None = None) -> RunSummary:
+          on_tick: Callable[..., None] | None = None, stop_event: threading.Event | None = None,
+          gpu_ids: dict[str, Any] | None = None, cluster: str = "") -> RunSummary:
     """Mount ``root/fuse``, run the tick loop until it ends or a signal (or ``stop_event``) stops it,
     unmount. ``on_tick`` is :func:`~joulectl.sim.runtime.run_entries`'s."""
     from joulectl.sim import runtime
@@ -95,7 +96,7 @@ def serve(entries: list[Any], root: str, spec_facility: Any, binding: Any, *, ti
                 out["summary"] = runtime.run_entries(
                     entries, root, spec_facility, ticks=ticks, duration_s=duration_s, tick_s=tick_s, fast=fast,
                     progress=progress, rendered=rendered, resumed=resumed, on_tick=on_tick, stop_event=stop,
-                    pool=pool)
+                    pool=pool, gpu_ids=gpu_ids, cluster=cluster)
         except BaseException as exc:  # reported by the main thread
             out["error"] = exc
         finally:

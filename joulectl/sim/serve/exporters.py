@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from joulectl.sim.serve.snapshot import GpuMeta, NodeMeta, Snapshot
+from joulectl.backends.base import nvml_bus_id
+from joulectl.sim.identity import GpuMeta, NodeMeta
+from joulectl.sim.serve.snapshot import Snapshot
 from joulectl.sim.telemetry import _label
 
 FORMATS = ("dcgm-exporter", "kepler-0.7", "kepler-0.12", "rocm-device-metrics")
@@ -106,12 +108,6 @@ def _value(v: float) -> str:
     return repr(round(float(v), 6))
 
 
-def _pci_bus_id(bus_id: str) -> str:
-    """NVML's 8-digit-domain spelling of a bus id (``00000000:18:00.0``), upper-case as DCGM prints it."""
-    domain, _, rest = bus_id.partition(":")
-    return f"{int(domain or '0', 16):08X}:{rest.upper()}" if rest else bus_id.upper()
-
-
 def dcgm_exporter(snap: Snapshot, meta: NodeMeta) -> bytes:
     """dcgm-exporter's page: one series per NVIDIA GPU and field, labels ``gpu``, ``UUID``,
     ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``."""
@@ -119,7 +115,7 @@ def dcgm_exporter(snap: Snapshot, meta: NodeMeta) -> bytes:
     rd = s.readings
     lines: list[Line] = []
     for g in _gpus(meta, "nvidia"):
-        labels = {"gpu": str(g.index), "UUID": g.uuid, "pci_bus_id": _pci_bus_id(g.bus_id),
+        labels = {"gpu": str(g.index), "UUID": g.uuid, "pci_bus_id": nvml_bus_id(g.bus_id),
                   "device": f"nvidia{g.index}", "modelName": g.product, "Hostname": meta.node}
         if g.driver_version:
             labels["DCGM_FI_DRIVER_VERSION"] = g.driver_version

@@ -14,7 +14,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from joulectl.sim.serve.snapshot import Hub, node_metas
+from joulectl.sim.identity import node_metas
+from joulectl.sim.serve.snapshot import Hub
 
 SERVE_FILE = "serve.json"
 

@@ -75,12 +75,13 @@ def test_a_run_pushes_every_tick_as_protobuf(tmp_path: Path, receiver: Receiver)
     assert len(metrics) == 3
     assert {c for _p, c, _b in metrics} == {"application/x-protobuf"}
     req = ExportMetricsServiceRequest.FromString(metrics[-1][2])
-    hosts = {_attrs(rm.resource.attributes)["host.name"] for rm in req.resource_metrics}
-    # The VM node exports nothing (no real collector could measure it); the facility is its own resource.
-    assert hosts == {"xeon-0", "h100-0", "mi300x-0", "facility"}
-    xeon = next(rm for rm in req.resource_metrics if _attrs(rm.resource.attributes)["host.name"] == "xeon-0")
+    hosts = {_attrs(rm.resource.attributes).get("host.name") for rm in req.resource_metrics}
+    # The VM node exports nothing (no real collector could measure it); the facility is a resource
+    # of its own, without a host.name.
+    assert hosts == {"xeon-0", "h100-0", "mi300x-0", None}
+    xeon = next(rm for rm in req.resource_metrics if _attrs(rm.resource.attributes).get("host.name") == "xeon-0")
     names = {m.name: m for m in xeon.scope_metrics[0].metrics}
-    assert set(names) == {"hw.host.energy", "hw.energy"}
+    assert set(names) == {"hw.host.energy", "hw.energy", "joulie.sim.rapl.psys.energy"}
     host = names["hw.host.energy"]
     assert host.unit == "J"
     assert host.sum.is_monotonic and host.sum.aggregation_temporality == 2
