@@ -71,6 +71,16 @@ def fmt_num(value: float | None, unit: str = "", digits: int = 0) -> str:
     return f"{text}{unit}"
 
 
+#: Header words of the columns whose cells identify something (bus ids, UUIDs, names): a table
+#: never cuts, folds or re-spells them; the other columns fold to fit.
+IDENTITY_HEADERS = ("BUS", "UUID", "NAME", "NODE", "DEVICE", "MODEL", "POD", "ZONE", "PROFILE")
+
+
+def is_identity(header: str) -> bool:
+    words = header.upper().replace("-", " ").split()
+    return any(w in IDENTITY_HEADERS for w in words)
+
+
 def table(
     headers: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -78,7 +88,13 @@ def table(
     title: str | None = None,
     stream: Any = None,
 ) -> str:
-    """Render a table: rich on a colour terminal, plain text otherwise. Returns the text."""
+    """Render a table: rich on a colour terminal, plain text otherwise. Returns the text.
+
+    Cells are printed as they are: no markup, emoji codes (``0000:ab:00.0`` is no ``:ab:``
+    emoji) or highlighting. Identity columns (:data:`IDENTITY_HEADERS`) and every header keep
+    their full width; other columns fold. When even that does not fit the terminal, the table is
+    drawn wider than it (the terminal wraps the lines) rather than cutting a bus id.
+    """
     stream = stream or sys.stdout
     cells = [["-" if c is None else str(c) for c in row] for row in rows]
     if color_enabled(stream):
@@ -86,14 +102,21 @@ def table(
 
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
-        t = Table(title=title, title_justify="left", header_style="bold")
-        for h in headers:
-            t.add_column(h)
+        t = Table(title=Text(title) if title else None, title_justify="left", header_style="bold")
+        need = 1
+        for i, h in enumerate(headers):
+            longest = max((len(r[i]) for r in cells if i < len(r)), default=0)
+            ident = is_identity(h)
+            width = max(len(h), longest) if ident else max(len(h), min(longest, 8))
+            need += width + 3
+            t.add_column(Text(h), no_wrap=ident, overflow="fold", min_width=width)
         for row in cells:
-            t.add_row(*row)
+            t.add_row(*(Text(c) for c in row))
         buf = StringIO()
-        Console(file=buf, force_terminal=True, width=_term_width()).print(t)
+        Console(file=buf, force_terminal=True, width=max(_term_width(), need), emoji=False, markup=False,
+                highlight=False).print(t)
         return buf.getvalue()
     from tabulate import tabulate
 
