@@ -25,6 +25,7 @@ the node's rendered tree, from the profile alone.
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 from joulectl.sim.clusterspec import SpecNode
@@ -177,13 +178,7 @@ def node_object(node: SpecNode) -> dict[str, Any]:
         "status": {
             "capacity": capacity,
             "allocatable": dict(capacity),
-            "nodeInfo": {
-                "architecture": "amd64",
-                "operatingSystem": "linux",
-                "kernelVersion": str((prof.data.get("node") or {}).get("kernel", "")),
-                "kubeletVersion": "fake" if node.kwok else "v1.31.0",
-                "osImage": "joulectl simulate",
-            },
+            "nodeInfo": _node_info(node.name, str((prof.data.get("node") or {}).get("kernel", "")), node.kwok),
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "kubelet is posting ready status"}],
         },
@@ -291,3 +286,25 @@ def node_hardware(node: SpecNode) -> dict[str, Any]:
     }
     return {"apiVersion": "joulie.io/v1alpha1", "kind": "NodeHardware", "metadata": {"name": node.name},
             "spec": {"nodeName": node.name}, "status": status}
+
+
+#: The namespace of the ids a rendered Node reports (uuid5 of the node name: stable across renders).
+_ID_NAMESPACE = uuid.UUID("6a1e3b52-4c3f-4f0e-9d7e-2f1b0c9a8d11")
+
+
+def _node_info(name: str, kernel: str, kwok: bool) -> dict[str, str]:
+    """``status.nodeInfo`` with every field the Node schema requires (strict validation): ids
+    derived from the node name (the same every render), KWOK's fake versions on a KWOK node."""
+    version = "fake" if kwok else "v1.31.0"
+    return {
+        "architecture": "amd64",
+        "bootID": str(uuid.uuid5(_ID_NAMESPACE, f"{name}/boot")),
+        "containerRuntimeVersion": "fake://1.0" if kwok else "containerd://1.7.22",
+        "kernelVersion": kernel,
+        "kubeProxyVersion": version,
+        "kubeletVersion": version,
+        "machineID": uuid.uuid5(_ID_NAMESPACE, f"{name}/machine").hex,
+        "operatingSystem": "linux",
+        "osImage": "joulectl simulate",
+        "systemUUID": str(uuid.uuid5(_ID_NAMESPACE, f"{name}/system")),
+    }
