@@ -66,9 +66,10 @@ _joulectl() {
                 --watch) COMPREPLY=(); return ;;
                 --count) COMPREPLY=(); return ;;
                 --node-name) COMPREPLY=(); return ;;
+                --output-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
             esac
             if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "-o --output --watch --count --node-name" -- "$cur"))
+                COMPREPLY=($(compgen -W "-o --output --watch --count --node-name --output-file" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
             fi

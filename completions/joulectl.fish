@@ -32,6 +32,7 @@ complete -c joulectl -n '__fish_seen_subcommand_from discover' -s o -l output -r
 complete -c joulectl -n '__fish_seen_subcommand_from discover' -l watch -r -d 'Redraw a table of power draw and caps every SECONDS.'
 complete -c joulectl -n '__fish_seen_subcommand_from discover' -l count -r -d 'With --watch: stop after N refreshes.'
 complete -c joulectl -n '__fish_seen_subcommand_from discover' -l node-name -r -d 'Node name to report (default: the host name).'
+complete -c joulectl -n '__fish_seen_subcommand_from discover' -l output-file -r -F -d 'Write to FILE atomically (a scraper never reads half of it) instead of stdout.'
 complete -c joulectl -n '__fish_seen_subcommand_from governor; and not __fish_seen_subcommand_from reset set show' -a reset -d 'Undo the locks and levels joulectl set; leave the operators own alone.'
 complete -c joulectl -n '__fish_seen_subcommand_from governor; and not __fish_seen_subcommand_from reset set show' -a set -d 'Put a preset in force on every selected GPU, or every cpufreq policy.'
 complete -c joulectl -n '__fish_seen_subcommand_from governor; and not __fish_seen_subcommand_from reset set show' -a show -d 'Presets, locks and levels in force, who set them; verifies unverified locks.'
