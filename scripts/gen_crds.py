@@ -78,7 +78,9 @@ def widen(schema: dict[str, Any], value: Any) -> None:
     kind = _TYPES[type(value)]
     have = schema.get("type")
     if have is None:
-        schema["type"] = kind
+        # A field Joulie's schema does not have: any number (watts, MHz, scores may be fractional
+        # on another node even where the corpus saw whole values).
+        schema["type"] = "number" if kind == "integer" else kind
     elif have != kind:
         if {have, kind} == {"integer", "number"}:
             schema["type"] = "number"
