@@ -14,6 +14,9 @@ Method:
   second to random nodes over 4 keep-alive connections for ``--seconds`` (default 20) while the
   tick loop runs; reported: requests answered, the achieved rate, latency median and p99, the
   run's tick overruns (a tick longer than its 1 s interval) and median tick.
+- Tick intervals (wall time between the ends of two ticks; 1 s when the loop keeps its 1 s tick)
+  are reported for a quiet phase of ``--seconds``/2 without HTTP requests and for the load phase,
+  so the cost of serving is the difference of the two on the same machine at the same time.
 - The load average before each case is printed (the machine is shared).
 
 Usage: ``python benchmarks/bench_sim_serve.py [--nodes N] [--root DIR] [--requests R] [--rate Q]
@@ -134,7 +137,17 @@ def main() -> None:
 
     def run() -> None:
         result["summary"] = runtime.run(str(spec), str(root), ticks=10_000, tick_s=1.0, workers=1,
-                                        on_start=face.on_start, on_tick=face.on_tick, stop_event=stop)
+                                        on_start=face.on_start, on_tick=on_tick, stop_event=stop)
+
+    ticks_seen: list[float] = []
+    last = {"t": 0.0}
+
+    def on_tick(out: Any) -> None:
+        face.on_tick(out)
+        now = time.monotonic()
+        if last["t"]:
+            ticks_seen.append(now - last["t"])  # wall time between two ticks' ends: 1 s when on time
+        last["t"] = now
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -151,7 +164,14 @@ def main() -> None:
             q = statistics.quantiles(times, n=20)
             print(f"  first after a tick {times[0] * 1000:.2f} ms, median {statistics.median(times) * 1000:.2f} ms, "
                   f"p95 {q[18] * 1000:.2f} ms, {size / 1024:.0f} KiB")
+        quiet0 = len(ticks_seen)
+        time.sleep(args.seconds / 2)  # a quiet phase: the tick without HTTP load, for comparison
+        quiet = ticks_seen[quiet0:]
+        if quiet:
+            print(f"tick intervals without HTTP load: {len(quiet)}, median {statistics.median(quiet) * 1000:.0f} ms, "
+                  f"max {max(quiet) * 1000:.0f} ms, late (> 1.1 s): {sum(t > 1.1 for t in quiet)} (load {_load()})")
         tick0 = face.hub.current.tick
+        busy0 = len(ticks_seen)
         print(f"/telemetry/<node> at {args.rate:.0f} req/s for {args.seconds:.0f} s (load {_load()}):")
         ctx = multiprocessing.get_context("spawn")
         q_out = ctx.Queue()
@@ -166,6 +186,10 @@ def main() -> None:
         print(f"  answered {answered} in {elapsed:.1f} s ({answered / args.seconds:.0f}/s), "
               f"median {statistics.median(lat) * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms, "
               f"{ticks_during} ticks meanwhile")
+        busy = ticks_seen[busy0:]
+        if busy:
+            print(f"tick intervals under HTTP load: {len(busy)}, median {statistics.median(busy) * 1000:.0f} ms, "
+                  f"max {max(busy) * 1000:.0f} ms, late (> 1.1 s): {sum(t > 1.1 for t in busy)}")
     finally:
         stop.set()
         thread.join(60)
