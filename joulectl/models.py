@@ -107,6 +107,11 @@ class GpuDevice:
     warnings: list[str] = field(default_factory=list)
     #: energy counter in µJ where the device has one and no power reading (Intel ``energy<N>_input``).
     energy_uj: int | None = None
+    #: limits the device reports that are not the cap joulectl sets (watts): ``pl2``, ``critical``.
+    other_limits_w: dict[str, float] = field(default_factory=dict)
+    #: the driver may rewrite ``cap_range.default_w`` with the cap in force (amdgpu swsmu after a
+    #: resume or reset): discover then compares it with the journal.
+    default_tracks_cap: bool = False
 
 
 @record(frozen=True)
@@ -139,6 +144,12 @@ class PowercapZone:
     max_energy_range_uj: int | None
     constraints: list[PowercapConstraint] = field(default_factory=list)
     energy_reason: str | None = None
+    #: how the kernel reaches the limits: ``msr`` (intel-rapl), ``mmio`` (intel-rapl-mmio), or the
+    #: powercap control type for others.
+    interface: str = ""
+    #: with two interfaces for one package (MSR and MMIO): True on the zone whose PL1 is the lower,
+    #: the one the package obeys; None when the package has one zone.
+    binds: bool | None = None
 
     @property
     def long_term(self) -> PowercapConstraint | None:
@@ -153,9 +164,11 @@ class PowercapZone:
 
 @record
 class CpufreqPolicy:
-    """One cpufreq policy directory."""
+    """One cpufreq policy directory: ``cpufreq/policyN``, or on kernels without policies (before
+    4.x) the per-CPU ``cpuN/cpufreq`` (``layout`` ``legacy``). ``path`` is the directory every
+    attribute of the policy is read from and written to."""
 
-    name: str  # policy0
+    name: str  # policy0, or cpu0 in the legacy layout
     path: str
     cpus: list[int]
     driver: str | None
@@ -167,6 +180,7 @@ class CpufreqPolicy:
     max_khz: int | None
     base_khz: int | None
     cur_khz: int | None
+    layout: str = "policy"  # policy | legacy
 
 
 @record
@@ -200,6 +214,9 @@ class CpuInventory:
     warnings: list[str] = field(default_factory=list)
     #: amd-pstate ``amd_pstate_lowest_nonlinear_freq`` in MHz (NodeHardware landmarks).
     lowest_nonlinear_mhz: float | None = None
+    #: acpi-cpufreq with boost (AMD CPB): ``cpuinfo_max_freq`` is the highest non-boost clock, and
+    #: ``max_mhz`` (the boost maximum) is unknown.
+    max_nonboost_mhz: float | None = None
 
     @property
     def package_zones(self) -> list[PowercapZone]:

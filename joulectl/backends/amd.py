@@ -10,8 +10,15 @@ Per PCI function ``/sys/bus/pci/devices/<bdf>/``: the hwmon whose ``name`` is ``
   device id, sorted by bus id, a secondary pairs with the nearest *preceding* device that holds a
   limit and is not yet paired, else the nearest following one. The two GCDs of an MI250X sit on
   adjacent PCI buses (e.g. ``c1`` and ``c6``), with die 0 (the primary) first.
-- ``power1_cap_default`` is not trusted (the driver rewrites it with the cap in force): the
-  default is the maximum.
+- ``power1_cap_default`` is the board's stock limit, independent of the cap in force (RX 6600:
+  cap 120 W, default 100 W; Vega 56: default 260 W against a 390 W maximum). It is the default,
+  and the target of ``cap --restore`` without a journal entry, when readable and non-zero; when it
+  is missing or 0 the maximum stands in and a warning says so. Some swsmu ASICs rewrite it with
+  the cap in force after a resume or GPU reset (``default_tracks_cap``): the journal's pre-change
+  value stays the first choice of a restore, and discover notes a default equal to a cap joulectl
+  set.
+- ``power1_cap_min`` of 0 (Polaris, Vega, RDNA4) is an unknown minimum, not 0 W. A range can be
+  pinned (min = max, as on the RX 7600S): only that value can be set.
 - An empty read is unknown.
 """
 
@@ -40,6 +47,9 @@ DEVICE_NAMES = {
     0x740C: "AMD Instinct MI250X/MI250",
     0x740F: "AMD Instinct MI210",
     0x7448: "AMD Radeon PRO W7900",
+    # pci.ids names (the board's product_name is empty on Radeon consumer cards)
+    0x73FF: "AMD Radeon RX 6600/6600 XT/6600M",
+    0x687F: "AMD Radeon RX Vega 56/64",
 }
 
 _LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*mhz\s*(\*)?", re.IGNORECASE)
@@ -103,6 +113,9 @@ def discover(host: Host) -> list[GpuDevice]:
         cap_w, cap_reason = _uw(host, cap_file)
         min_w, min_reason = _uw(host, f"{hwmon}/power1_cap_min")
         max_w, max_reason = _uw(host, f"{hwmon}/power1_cap_max")
+        if min_w == 0:
+            min_w = None  # Polaris, Vega, RDNA4: 0 means the minimum is unknown, not 0 W
+        default_w, default_reason = _uw(host, f"{hwmon}/power1_cap_default")
         power_w, _ = _uw(host, f"{hwmon}/power1_average")
         if power_w is None:
             power_w, _ = _uw(host, f"{hwmon}/power1_input")
@@ -129,6 +142,17 @@ def discover(host: Host) -> list[GpuDevice]:
             control = Control(False, f"power1_cap_max unreadable ({max_reason})")
         else:
             control = Control(True)
+        if holds and not default_w:
+            why = "reads 0" if default_w == 0 else ("is missing" if default_reason == "ENOENT" else
+                                                   f"is unreadable ({default_reason})")
+            if max_w is not None:
+                warnings.append(f"power1_cap_default {why}: the maximum {max_w:g} W stands in as the default")
+            default_w = max_w
+        elif not holds:
+            default_w = max_w  # a secondary die reads 0 there; its limit is the primary's
+        if holds and min_w is not None and min_w == max_w:
+            warnings.append(f"the power limit range is pinned at {max_w:g} W (power1_cap_min = power1_cap_max): "
+                            "no other value can be set")
         gpu = GpuDevice(
             index=-1,
             bus_id=bus_id,
@@ -137,7 +161,7 @@ def discover(host: Host) -> list[GpuDevice]:
             raw_model=raw_model,
             model=None,
             uuid=uuid,
-            cap_range=PowerRange(min_w, max_w, max_w),
+            cap_range=PowerRange(min_w, max_w, default_w),
             current_cap_w=cap_w if holds else None,
             power_w=power_w,
             holds_limit=holds,
@@ -149,6 +173,7 @@ def discover(host: Host) -> list[GpuDevice]:
             sclk_levels_mhz=sclk_levels or None,
             clocks=clocks,
             warnings=warnings,
+            default_tracks_cap=True,
         )
         found.append((gpu, device_id))
     _pair_secondaries(found)

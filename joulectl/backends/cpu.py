@@ -5,12 +5,21 @@
 - Powercap zones from ``/sys/class/powercap/<type>:<id>[:<sub>]`` (ids are hex): the zone is what
   its ``name`` says (``package-N``, ``dram``, ``psys``, ``core``, ``uncore``), never what its id
   suggests; psys is a top-level zone. Constraints ``constraint_<i>_*`` are dense and named
-  (``long_term`` = PL1). ``energy_uj`` is readable only by root. A PL1 locked by firmware stays
-  visible; its limit reads (or writes) ENODATA and ``enabled`` reads 0.
-  Zones of ``intel-rapl-mmio`` duplicate the MSR package zones: they count as packages only
-  when no other interface shows that package.
-- cpufreq from ``/sys/devices/system/cpu/cpufreq/policy*/`` (kHz), turbo from
-  ``intel_pstate/no_turbo`` or ``cpufreq/boost``.
+  (``long_term`` = PL1). ``energy_uj`` is 0400: readable only by root ("energy needs root"). A
+  PL1 locked by firmware stays visible; its limit reads (or writes) ENODATA and ``enabled`` reads 0.
+  What real trees show: no ``constraint_*_min_power_uw`` anywhere (the minimum is unknown, never
+  invented); ``max_power_uw`` 0 on PL2/PL4 (unknown, not a 0 W maximum) or an empty file; a PL1
+  of 4090 W ("unlimited") above a 95 W maximum; core and uncore zones with ``enabled`` 0 and limit
+  0 (off, not a 0 W limit); PL4 (``peak_power``) without a time window.
+  Laptops show a package twice, through ``intel-rapl`` (MSR) and ``intel-rapl-mmio``: the package
+  obeys the lower PL1 of the two (UX3402ZA: MSR 200 W, MMIO 15 W). Both are package zones, ``cap
+  --cpu`` writes and reads back both, and ``binds`` marks the lower one.
+- cpufreq from ``/sys/devices/system/cpu/cpufreq/policy*/`` (kHz), or on kernels without policies
+  the per-CPU ``cpuN/cpufreq/`` directories; turbo from ``intel_pstate/no_turbo`` or
+  ``cpufreq/boost``. acpi-cpufreq with AMD's CPB reports the highest non-boost clock as
+  ``cpuinfo_max_freq``. The nominal clock is the kernel's: ``base_frequency`` (which can be far
+  below the marketed clock), ``amd_pstate_nominal_freq``, ``acpi_cppc/nominal_freq``, or derived
+  from amd-pstate's perf levels; else unknown.
 
 ``set_caps`` writes µW to the ``long_term`` constraint and reads it back.
 """
@@ -19,9 +28,11 @@ from __future__ import annotations
 
 import errno
 import re
+from dataclasses import replace
 
 from joulectl.backends.base import WriteOutcome
 from joulectl.backends.pci import write_uw_verified
+from joulectl.errors import ConfinementError
 from joulectl.host import Host
 from joulectl.models import Control, CpufreqPolicy, CpuInventory, PowercapConstraint, PowercapZone, PowerRange, Status
 from joulectl.units import MAX_POWER_UW, khz_to_mhz, parse_sysfs_int, uw_to_w
@@ -82,6 +93,12 @@ def _uw_w(host: Host, path: str) -> float | None:
     return uw_to_w(value) if value is not None else None
 
 
+def _max_w(host: Host, path: str) -> float | None:
+    """A constraint's ``max_power_uw``: 0 (PL2/PL4 on real trees) and an empty file are unknown."""
+    value = host.read_int(path)
+    return uw_to_w(value) if value else None
+
+
 def _constraints(host: Host, zone_path: str) -> list[PowercapConstraint]:
     out = []
     for i in range(32):
@@ -102,7 +119,7 @@ def _constraints(host: Host, zone_path: str) -> list[PowercapConstraint]:
                 name=host.read_attr(prefix + "name").value or None,
                 limit_w=limit_w,
                 min_w=_uw_w(host, prefix + "min_power_uw"),
-                max_w=_uw_w(host, prefix + "max_power_uw"),
+                max_w=_max_w(host, prefix + "max_power_uw"),
                 time_window_us=host.read_int(prefix + "time_window_us"),
                 limit_path=prefix + "power_limit_uw",
                 limit_reason=reason,
@@ -144,10 +161,15 @@ def read_zones(host: Host) -> list[PowercapZone]:
             except ValueError as e:
                 energy_reason = str(e)
         elif energy.errno is not None and energy.reason in ("EACCES", "EPERM"):
-            energy_reason = f"{energy.reason}: readable only by root"
+            energy_reason = f"{energy.reason}: energy needs root"
         else:
             energy_reason = energy.reason or "missing"
         enabled_int = host.read_int(f"{path}/enabled")
+        constraints = _constraints(host, path)
+        if enabled_int == 0 and kind in ("core", "uncore"):
+            # core/uncore read enabled 0 with a limit of 0: no limit, not a 0 W limit
+            constraints = [replace(c, limit_w=None, limit_reason="off (enabled 0)") if c.limit_w == 0 else c
+                           for c in constraints]
         zone = PowercapZone(
             path=path,
             zone_id=entry,
@@ -158,17 +180,56 @@ def read_zones(host: Host) -> list[PowercapZone]:
             energy_readable=energy_uj is not None,
             energy_uj=energy_uj,
             max_energy_range_uj=host.read_int(f"{path}/max_energy_range_uj"),
-            constraints=_constraints(host, path),
+            constraints=constraints,
             energy_reason=energy_reason,
+            interface=_INTERFACES.get(entry.split(":", 1)[0], entry.split(":", 1)[0]),
         )
         by_id[entry] = zone
         zones.append(zone)
-    # MMIO zones duplicate MSR package zones: keep them as packages only when unduplicated.
-    names_elsewhere = {z.name for z in zones if not z.zone_id.startswith("intel-rapl-mmio:")}
-    for z in zones:
-        if z.zone_id.startswith("intel-rapl-mmio:") and z.name in names_elsewhere:
-            z.kind = "other"
+    _mark_binding(zones)
     return zones
+
+
+_INTERFACES = {"intel-rapl": "msr", "intel-rapl-mmio": "mmio"}
+
+
+def _mark_binding(zones: list[PowercapZone]) -> None:
+    """For a package shown by more than one interface (MSR and MMIO), mark the zone whose PL1 is
+    the lower: the package obeys it. A zone without a readable PL1 never binds."""
+    by_package: dict[str, list[PowercapZone]] = {}
+    for z in zones:
+        if z.kind == "package":
+            by_package.setdefault(z.name, []).append(z)
+    for group in by_package.values():
+        if len(group) < 2:
+            continue
+        limits = [z.long_term.limit_w for z in group if z.long_term is not None and z.long_term.limit_w is not None]
+        lowest = min(limits) if limits else None
+        for z in group:  # equal limits bind alike
+            z.binds = lowest is not None and z.long_term is not None and z.long_term.limit_w == lowest
+
+
+def binding_notes(zones: list[PowercapZone]) -> list[str]:
+    """One line per package shown by two interfaces: which PL1 binds, and the other's."""
+    notes = []
+    for z in zones:
+        if not z.binds or z.long_term is None or z.long_term.limit_w is None:
+            continue
+        others = [o for o in zones if o is not z and o.kind == "package" and o.name == z.name and not o.binds]
+        if not others:
+            continue  # all at one limit: nothing to say
+        other_text = ", ".join(
+            f"{o.zone_id} ({o.interface}) PL1 {_fmt_w(o.long_term.limit_w if o.long_term else None)}" for o in others
+        )
+        notes.append(
+            f"{z.name}: PL1 {_fmt_w(z.long_term.limit_w)} of {z.zone_id} ({z.interface}) binds, the lower beside "
+            f"{other_text}; cap --cpu writes both"
+        )
+    return notes
+
+
+def _fmt_w(watts: float | None) -> str:
+    return "unknown" if watts is None else f"{watts:g} W"
 
 
 # -- cpufreq ----------------------------------------------------------------------------------------
@@ -196,15 +257,19 @@ def read_policies(host: Host) -> list[CpufreqPolicy]:
     """
     names = [n for n in host.listdir(CPUFREQ) if _POLICY.match(n)]
     names.sort(key=lambda n: int(n[6:]))
+    dirs = [f"{CPUFREQ}/{n}" for n in names]
+    layout = "policy"
+    if not names:
+        names, dirs = _legacy_dirs(host)
+        layout = "legacy"
     out = []
     driver: str | None = None
     governors: list[str] = []
     epps_by_governor: dict[str | None, list[str]] = {}
     # The driver defines which attributes a policy has: files missing from the first policy
     # (base_frequency on amd-pstate, EPP without HWP) are not looked for in the others.
-    leaves = set(host.listdir(f"{CPUFREQ}/{names[0]}")) if names else set()
-    for i, name in enumerate(names):
-        p = f"{CPUFREQ}/{name}"
+    leaves = set(host.listdir(dirs[0])) if dirs else set()
+    for i, (name, p) in enumerate(zip(names, dirs, strict=True)):
 
         def attr(leaf: str, base: str = p) -> str | None:
             if leaves and leaf not in leaves:
@@ -236,9 +301,38 @@ def read_policies(host: Host) -> list[CpufreqPolicy]:
                 max_khz=num("cpuinfo_max_freq"),
                 base_khz=num("base_frequency"),
                 cur_khz=num("scaling_cur_freq"),
+                layout=layout,
             )
         )
     return out
+
+
+_CPU = re.compile(r"^cpu(\d+)$")
+
+
+def _legacy_dirs(host: Host) -> tuple[list[str], list[str]]:
+    """Kernels without ``cpufreq/policyN`` (before 4.x): one ``cpuN/cpufreq`` per CPU, in N order.
+    Where such a directory is a symlink to another CPU's (CPUs sharing a policy), it is listed once,
+    under the CPU that owns it."""
+    cpus = sorted((int(m.group(1)), e) for e in host.listdir(CPU_DIR) if (m := _CPU.match(e)))
+    names: list[str] = []
+    dirs: list[str] = []
+    seen: set[str] = set()
+    for _, entry in cpus:
+        d = f"{CPU_DIR}/{entry}/cpufreq"
+        if not host.is_dir(d):
+            continue  # offline, or no cpufreq driver for it
+        try:
+            real = host.realpath(d)
+        except ConfinementError:
+            continue
+        if real in seen:
+            continue
+        seen.add(real)
+        owner = real.rsplit("/", 2)[-2] if real.endswith("/cpufreq") else entry
+        names.append(owner if _CPU.match(owner) else entry)
+        dirs.append(d if real == d else real)
+    return names, dirs
 
 
 def _unique(values: list[str | None]) -> list[str]:
@@ -305,6 +399,11 @@ def discover(host: Host) -> CpuInventory:
     for z in packages:
         if z.locked:
             warnings.append(f"{z.name} ({z.zone_id}): PL1 {LOCKED_MESSAGE}")
+        lt = z.long_term
+        if lt is not None and lt.limit_w is not None and lt.max_w is not None and lt.limit_w > lt.max_w:
+            warnings.append(f"{z.name} ({z.zone_id}): PL1 {lt.limit_w:g} W is above its maximum {lt.max_w:g} W "
+                            "(an 'unlimited' setting, not a limit the package reaches)")
+    warnings.extend(binding_notes(zones))
     control = _cpu_control(zones, packages, policies, virtual)
     readable = [z for z in zones if z.energy_readable]
     if readable:
@@ -323,14 +422,16 @@ def discover(host: Host) -> CpuInventory:
 
     mins_khz = [p.min_khz for p in policies if p.min_khz]
     maxs_khz = [p.max_khz for p in policies if p.max_khz]
-    base_khz = [p.base_khz for p in policies if p.base_khz]
-    nominal = khz_to_mhz(max(base_khz)) if base_khz else None
-    amd_nominal = host.read_int(f"{CPUFREQ}/policy0/amd_pstate_nominal_freq") if policies else None
-    if nominal is None and amd_nominal:
-        nominal = khz_to_mhz(amd_nominal)
-    if nominal is None and entry is not None:
-        nominal = entry.base_ghz * 1000
-    lnl = host.read_int(f"{CPUFREQ}/policy0/amd_pstate_lowest_nonlinear_freq") if policies else None
+    driver = next((p.driver for p in policies if p.driver), None)
+    nominal, nominal_note = _nominal_mhz(host, policies, driver)
+    if nominal_note:
+        warnings.append(nominal_note)
+    max_mhz = khz_to_mhz(max(maxs_khz)) if maxs_khz else None
+    max_nonboost = None
+    if driver == "acpi-cpufreq" and _has_cpb(host, first, vendor, policies):
+        # CPB: cpuinfo_max_freq is the highest non-boost P-state; the boost clock is not shown
+        max_nonboost, max_mhz = max_mhz, None
+    lnl = host.read_int(f"{policies[0].path}/amd_pstate_lowest_nonlinear_freq") if policies else None
 
     return CpuInventory(
         vendor=vendor,
@@ -341,7 +442,7 @@ def discover(host: Host) -> CpuInventory:
         sockets=sockets,
         cores=cores,
         threads=threads,
-        driver=_unique([p.driver for p in policies])[0] if any(p.driver for p in policies) else None,
+        driver=driver,
         available_governors=_unique([g for p in policies for g in p.available_governors]),
         governors=_unique([p.governor for p in policies]),
         epp=_unique([p.epp for p in policies]),
@@ -349,7 +450,7 @@ def discover(host: Host) -> CpuInventory:
         turbo=_turbo(host, policies),
         min_mhz=khz_to_mhz(min(mins_khz)) if mins_khz else None,
         nominal_mhz=nominal,
-        max_mhz=khz_to_mhz(max(maxs_khz)) if maxs_khz else None,
+        max_mhz=max_mhz,
         zones=zones,
         policies=policies,
         cap_range_per_socket=cap_range,
@@ -359,7 +460,52 @@ def discover(host: Host) -> CpuInventory:
         virtual=virtual,
         warnings=warnings,
         lowest_nonlinear_mhz=khz_to_mhz(lnl) if lnl else None,
+        max_nonboost_mhz=max_nonboost,
     )
+
+
+def _has_cpb(host: Host, cpuinfo: dict[str, str], vendor: str | None, policies: list[CpufreqPolicy]) -> bool:
+    """AMD Core Performance Boost under acpi-cpufreq: the ``cpb`` flag, or an AMD CPU with a
+    ``cpufreq/boost`` switch."""
+    if "cpb" in cpuinfo.get("flags", "").split():
+        return True
+    return vendor in ("AuthenticAMD", "HygonGenuine") and (
+        host.exists(f"{CPUFREQ}/boost") or any(host.exists(f"{p.path}/boost") for p in policies)
+    )
+
+
+def _nominal_mhz(host: Host, policies: list[CpufreqPolicy], driver: str | None) -> tuple[float | None, str | None]:
+    """The nominal (base) clock as the kernel states it, and a note when it is derived or unknown.
+
+    ``base_frequency`` (intel_pstate; it can be far below the marketed clock: 1.2 GHz on a 2.8 GHz
+    i7-1165G7), else ``amd_pstate_nominal_freq``, else ``acpi_cppc/nominal_freq`` (MHz), else on
+    amd-pstate ``amd_pstate_max_freq × nominal_perf / amd_pstate_highest_perf`` (the driver's own
+    relation), else unknown: no catalog or marketing value stands in.
+    """
+    if not policies:
+        return None, None
+    base = [p.base_khz for p in policies if p.base_khz]
+    if base:
+        return khz_to_mhz(max(base)), None
+    p0 = policies[0].path
+    amd_nominal = host.read_int(f"{p0}/amd_pstate_nominal_freq")
+    if amd_nominal:
+        return khz_to_mhz(amd_nominal), None
+    cpu = policies[0].cpus[0] if policies[0].cpus else 0
+    cppc = f"{CPU_DIR}/cpu{cpu}/acpi_cppc"
+    cppc_mhz = host.read_int(f"{cppc}/nominal_freq")
+    if cppc_mhz:
+        return float(cppc_mhz), None
+    if not (driver or "").startswith("amd-pstate"):
+        return None, None
+    highest = host.read_int(f"{p0}/amd_pstate_highest_perf") or host.read_int(f"{cppc}/highest_perf")
+    nominal_perf = host.read_int(f"{cppc}/nominal_perf")
+    max_khz = host.read_int(f"{p0}/amd_pstate_max_freq")
+    if highest and nominal_perf and max_khz and nominal_perf <= highest:
+        mhz = round(khz_to_mhz(max_khz) * nominal_perf / highest)
+        return float(mhz), (f"nominal clock {mhz} MHz derived from amd_pstate_max_freq x acpi_cppc/nominal_perf / "
+                            "amd_pstate_highest_perf (no amd_pstate_nominal_freq)")
+    return None, "nominal clock unknown: no amd_pstate_nominal_freq and no amd-pstate perf levels to derive it from"
 
 
 def _cpu_control(

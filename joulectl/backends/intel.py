@@ -1,9 +1,14 @@
 """Intel discrete GPUs through the i915 or xe hwmon device (µW); no Intel tool is run.
 
 The cap is the sustained limit PL1: ``power1_max`` under i915; under xe the first of
-``power1_max`` (card) and ``power2_max`` (package; Flex and Max from Linux 6.10). The maximum,
-and default, is ``power<N>_rated_max``; there is no known minimum. Without ``rated_max`` the
-range is unknown and control is blocked with "the power limit range of the Intel GPUs is unknown".
+``power1_max`` (card) and ``power2_max`` (package: DG2, Flex and Max show only ``power2_*``). The
+maximum, and default, is ``power<N>_rated_max``; there is no known minimum. Without ``rated_max``,
+or when it reads 0 (i915 on some Arc boards: unknown, not 0 W), the range is unknown and control
+is blocked with "the power limit range of the Intel GPUs is unknown".
+
+Other limits are reported, never set: ``power<N>_cap`` (PL2 under xe) and ``power<N>_crit``
+(critical). Battlemage under xe shows only ``power1_cap`` and ``power1_crit``: PL1 is unknown and
+control is blocked with a reason naming the missing files.
 Only discrete GPUs register such a hwmon, so integrated GPUs are not counted; a two-tile Max 1550
 is one PCI function with one hwmon, so it is one GPU.
 
@@ -29,7 +34,14 @@ DEVICE_NAMES = {
     0x56C1: "Intel Data Center GPU Flex 140",
     0x0BD5: "Intel Data Center GPU Max 1550",
     0x0BDA: "Intel Data Center GPU Max 1100",
+    0x56A0: "Intel Arc A770",
+    0x56A1: "Intel Arc A750",
+    0xE20B: "Intel Arc B580",
+    0xE20C: "Intel Arc B570",
 }
+
+#: hwmon power files that are limits but not PL1: file suffix -> name in ``other_limits_w``.
+OTHER_LIMITS = (("cap", "pl2"), ("crit", "critical"))
 
 __all__ = ["RANGE_UNKNOWN", "discover", "is_available", "set_caps", "vendor"]
 
@@ -60,13 +72,30 @@ def _uw(host: Host, path: str) -> tuple[int | None, str | None]:
         return None, str(e)
 
 
+def _channels(driver: str) -> tuple[int, ...]:
+    return (1,) if driver == "i915" else (1, 2)
+
+
 def pl1_channel(host: Host, hwmon: str, driver: str) -> int | None:
     """The hwmon channel N of the PL1 file ``power<N>_max`` (see the module docstring)."""
-    channels = (1,) if driver == "i915" else (1, 2)
-    for n in channels:
+    for n in _channels(driver):
         if host.exists(f"{hwmon}/power{n}_max"):
             return n
     return None
+
+
+def _other_limits(host: Host, hwmon: str, channels: tuple[int, ...]) -> tuple[dict[str, float], list[str]]:
+    """PL2 and critical limits in watts (first channel that has each), and the files read."""
+    limits: dict[str, float] = {}
+    files: list[str] = []
+    for suffix, name in OTHER_LIMITS:
+        for n in channels:
+            uw, _ = _uw(host, f"{hwmon}/power{n}_{suffix}")
+            if uw:  # 0 is unknown, not a 0 W limit
+                limits[name] = uw_to_w(uw)
+                files.append(f"power{n}_{suffix} ({'PL2' if suffix == 'cap' else 'critical'})")
+                break
+    return limits, files
 
 
 def discover(host: Host) -> list[GpuDevice]:
@@ -77,10 +106,13 @@ def discover(host: Host) -> list[GpuDevice]:
         warnings: list[str] = []
         raw_model = DEVICE_NAMES.get(device_id, f"Intel GPU {device_id:#06x}") if device_id else None
         channel = pl1_channel(host, hwmon, driver)
+        other, other_files = _other_limits(host, hwmon, (channel,) if channel else _channels(driver))
         cap_file = None
         cap_w = max_w = power_w = None
         if channel is None:
-            control = Control(False, f"no PL1 file (power1_max{'' if driver == 'i915' else '/power2_max'})")
+            missing = "/".join(f"power{n}_max" for n in _channels(driver))
+            shown = f": {driver} shows only {' and '.join(other_files)}; PL1 is unknown" if other_files else ""
+            control = Control(False, f"no PL1 file ({missing}){shown}")
         else:
             cap_file = f"{hwmon}/power{channel}_max"
             cap_uw, cap_reason = _uw(host, cap_file)
@@ -95,6 +127,8 @@ def discover(host: Host) -> list[GpuDevice]:
                 max_w = uw_to_w(rated_uw)
                 control = Control(True)
             else:
+                if rated_uw == 0:
+                    warnings.append(f"power{channel}_rated_max reads 0: the maximum is unknown (not 0 W)")
                 control = Control(False, RANGE_UNKNOWN)
             input_uw, _ = _uw(host, f"{hwmon}/power{channel}_input")
             power_w = uw_to_w(input_uw) if input_uw is not None else None
@@ -119,6 +153,7 @@ def discover(host: Host) -> list[GpuDevice]:
                 cap_file=cap_file,
                 warnings=warnings,
                 energy_uj=energy_uj,
+                other_limits_w=other,
             )
         )
     return gpus

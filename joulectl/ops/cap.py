@@ -555,7 +555,9 @@ def resolve_target(
         return target, f"{_fmt_w(target)} W is below 1 W, the least joulectl sets (range {_range_text(min_w, max_w)})"
     if min_w is not None and target < min_w - SAME_W:
         return target, f"{_fmt_w(target)} W is below the minimum {_fmt_w(min_w)} W (range {_range_text(min_w, max_w)})"
-    if max_w is not None and target > max_w + SAME_W:
+    # a restore puts back what was in force, which the kernel took: RAPL firmware leaves PL1 at an
+    # "unlimited" 4090 W (or 200 W) above a 95 W (28 W) maximum
+    if max_w is not None and target > max_w + SAME_W and not setting.restore:
         return target, f"{_fmt_w(target)} W is above the maximum {_fmt_w(max_w)} W (range {_range_text(min_w, max_w)})"
     return target, None
 
@@ -644,7 +646,7 @@ def _plan_gpu(dev: GpuDevice, setting: CapSetting, journal: Journal) -> tuple[De
     if not dev.control.available or not dev.cap_range.known:
         return _cannot(row, setting, journal, dev.control.reason or "the power limit range is unknown")
     rng = dev.cap_range
-    fallback = rng.default_w if dev.vendor == "nvidia" and rng.default_w is not None else rng.max_w
+    fallback = rng.default_w if rng.default_w is not None else rng.max_w  # the backend fills the default
     return _plan_target(row, setting, journal, rng.min_w, rng.max_w, fallback)
 
 

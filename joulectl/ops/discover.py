@@ -79,6 +79,7 @@ def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str
     errors: dict[str, str] = {}
     if gpus:
         devices, errors = _discover_gpus(host)
+        _note_rewritten_defaults(host, devices)
     warnings = [*cpu_inv.warnings]
     for vendor, message in errors.items():
         warnings.append(f"{vendor} GPUs could not be listed: {message}")
@@ -115,6 +116,33 @@ def _discover_gpus(host: Host) -> tuple[list[GpuDevice], dict[str, str]]:
             dev.architecture = entry.architecture
         dev.governor_presets = governor_presets(dev, host=host)
     return devices, errors
+
+
+def _note_rewritten_defaults(host: Host, devices: list[GpuDevice]) -> None:
+    """Note a default limit that equals a cap joulectl set on a device whose driver may rewrite
+    its default with the cap in force: that default is not the stock limit, and ``cap --restore``
+    goes back to the journal's pre-change value. The journal is read only when a device qualifies."""
+    same = [d for d in devices if d.default_tracks_cap and d.holds_limit and d.current_cap_w is not None
+            and d.cap_range.default_w is not None and abs(d.cap_range.default_w - d.current_cap_w) < 0.01]
+    if not same:
+        return
+    import json
+
+    from joulectl.ops.journal import JOURNAL_PATH, Journal
+
+    try:
+        journal = Journal.from_dict(json.loads(host.read(JOURNAL_PATH)))
+    except Exception:  # no journal, or one cap will report: nothing to compare with
+        return
+    for d in same:
+        original = journal.original(d.bus_id, "capWatts")
+        if (not journal.set_by_joulectl(d.bus_id, "capWatts") or isinstance(original, bool)
+                or not isinstance(original, (int, float)) or abs(original - (d.current_cap_w or 0)) < 0.01):
+            continue
+        d.warnings.append(
+            f"the default limit reads {d.current_cap_w:g} W, the cap joulectl set: the driver may have rewritten "
+            f"it; cap --restore goes back to the journal's {original:g} W"
+        )
 
 
 # -- NodeHardware ------------------------------------------------------------------------------------
@@ -174,6 +202,7 @@ def _device(d: GpuDevice) -> dict[str, Any]:
         "perfLevel": d.perf_level,
         "clocks": {k: v for k, v in d.clocks.items()} or None,
         "governorPresets": list(d.governor_presets),
+        "otherLimitsWatts": {k: _num(v) for k, v in d.other_limits_w.items()} or None,
         "control": _control(d.control),
         "warnings": d.warnings or None,
     }
@@ -201,6 +230,7 @@ def _cpu_status(c: CpuInventory) -> dict[str, Any]:
         "minFreqMHz": _num(c.min_mhz),
         "nominalFreqMHz": _num(c.nominal_mhz),
         "maxBoostMHz": _num(c.max_mhz),
+        "maxNonBoostMHz": _num(c.max_nonboost_mhz),
         "lowestNonlinearFreqMHz": _num(c.lowest_nonlinear_mhz),
     }
     zones = [
@@ -208,6 +238,8 @@ def _cpu_status(c: CpuInventory) -> dict[str, Any]:
             "id": z.zone_id,
             "name": z.name,
             "kind": z.kind,
+            "interface": z.interface or None,
+            "binds": z.binds,
             "socket": z.socket,
             "enabled": z.enabled,
             "locked": _pl1_locked(z),
@@ -414,6 +446,8 @@ def table_text(inv: NodeInventory) -> str:
                 ["EPP (available)", f"{_list(cpu.epp)} ({_list(cpu.available_epp)})"],
                 ["turbo", turbo],
                 ["min / nominal / max", freq],
+                *([["max non-boost (boost clock not shown)", fmt_num(cpu.max_nonboost_mhz, " MHz")]]
+                  if cpu.max_nonboost_mhz is not None else []),
                 ["cap range per socket", _range(cpu.cap_range_per_socket)],
                 ["cap control", _yes(cpu.control)],
                 ["energy telemetry", _yes(cpu.telemetry)],
@@ -426,7 +460,8 @@ def table_text(inv: NodeInventory) -> str:
         for z in cpu.zones:
             energy = "readable" if z.energy_readable else f"no ({z.energy_reason})"
             enabled = "-" if z.enabled is None else ("yes" if z.enabled else "no")
-            head = [z.zone_id, z.name, enabled + (" (locked)" if _pl1_locked(z) else ""), energy]
+            marks = [m for m, on in (("locked", _pl1_locked(z)), ("binds", z.binds)) if on]
+            head = [z.zone_id, z.name, enabled + (f" ({', '.join(marks)})" if marks else ""), energy]
             if not z.constraints:
                 rows.append([*head, "-", "-", "-", "-", "-"])
             for i, k in enumerate(z.constraints):
@@ -465,7 +500,27 @@ def table_text(inv: NodeInventory) -> str:
         )
     else:
         parts.append("GPUs: none found\n")
+    notes = _notes(inv)
+    if notes:
+        parts.append("Notes\n" + "".join(f"  {n}\n" for n in notes))
     return "\n".join(parts)
+
+
+_LIMIT_NAMES = {"pl2": "PL2", "critical": "critical"}
+
+
+def _notes(inv: NodeInventory) -> list[str]:
+    """What the tables cannot show: the node's and each device's warnings, and the limits a GPU
+    reports besides the cap joulectl sets."""
+    from joulectl.render import fmt_num
+
+    notes = [*inv.cpu.warnings]
+    for d in inv.gpus:
+        if d.other_limits_w:
+            limits = ", ".join(f"{_LIMIT_NAMES.get(k, k)} {fmt_num(v, ' W')}" for k, v in d.other_limits_w.items())
+            notes.append(f"{d.bus_id}: reports {limits} (not the cap joulectl sets)")
+        notes.extend(f"{d.bus_id}: {w}" for w in d.warnings)
+    return notes
 
 
 # -- Prometheus --------------------------------------------------------------------------------------

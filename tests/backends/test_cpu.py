@@ -102,9 +102,9 @@ def test_energy_readable_only_by_root(root: Path, trees: ModuleType) -> None:
     trees.intel_2s_host(root)
     inv = cpu.discover(NonRootHost(str(root)))
     assert all(not z.energy_readable for z in inv.zones)
-    assert inv.zones[0].energy_reason == "EACCES: readable only by root"
+    assert inv.zones[0].energy_reason == "EACCES: energy needs root"
     assert inv.telemetry.available is False
-    assert inv.telemetry.reason == "energy_uj is not readable (EACCES: readable only by root)"
+    assert inv.telemetry.reason == "energy_uj is not readable (EACCES: energy needs root)"
     assert inv.control.available  # limits are world-readable; writing needs root, reported by cap
 
 
@@ -118,13 +118,19 @@ def test_unreadable_limit_is_unknown_with_reason(root: Path, trees: ModuleType) 
     assert lt is not None and lt.limit_w is None and lt.limit_reason == "EISDIR"
 
 
-def test_mmio_zone_duplicating_a_package_is_not_a_package(root: Path, trees: ModuleType) -> None:
+def test_mmio_zone_beside_a_msr_package_is_a_package_and_the_lower_pl1_binds(root: Path, trees: ModuleType) -> None:
+    # issue 13: with intel-rapl (MSR) and intel-rapl-mmio zones for one package, the lower PL1 binds
     trees.intel_2s_host(root)
-    trees.rapl_zone(root, "intel-rapl-mmio:0", "package-0", [("long_term", 1, 1, 2, 3)])
+    trees.rapl_zone(root, "intel-rapl-mmio:0", "package-0", [("long_term", 100_000_000, None, 350_000_000, 3)])
     zones = cpu.read_zones(Host(str(root)))
-    mmio = [z for z in zones if z.zone_id == "intel-rapl-mmio:0"]
-    assert mmio[0].kind == "other"
-    assert sum(z.kind == "package" for z in zones) == 2
+    by_id = {z.zone_id: z for z in zones}
+    assert [z.zone_id for z in zones if z.kind == "package"] == ["intel-rapl:0", "intel-rapl:1", "intel-rapl-mmio:0"]
+    assert (by_id["intel-rapl:0"].interface, by_id["intel-rapl-mmio:0"].interface) == ("msr", "mmio")
+    assert (by_id["intel-rapl:0"].binds, by_id["intel-rapl-mmio:0"].binds, by_id["intel-rapl:1"].binds) == (
+        False, True, None)
+    assert cpu.binding_notes(zones) == [
+        "package-0: PL1 100 W of intel-rapl-mmio:0 (mmio) binds, the lower beside intel-rapl:0 (msr) PL1 350 W; "
+        "cap --cpu writes both"]
 
 
 def test_cpuinfo_without_topology_counts_one_socket() -> None:
