@@ -50,6 +50,8 @@ DEVICE_NAMES = {
     # pci.ids names (the board's product_name is empty on Radeon consumer cards)
     0x73FF: "AMD Radeon RX 6600/6600 XT/6600M",
     0x687F: "AMD Radeon RX Vega 56/64",
+    0x7480: "AMD Radeon RX 7600/7600S/7700S",
+    0x7550: "AMD Radeon RX 9070/9070 XT",
 }
 
 _LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*mhz\s*(\*)?", re.IGNORECASE)

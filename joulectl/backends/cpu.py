@@ -31,7 +31,7 @@ import re
 from dataclasses import replace
 
 from joulectl.backends.base import WriteOutcome
-from joulectl.backends.pci import write_uw_verified
+from joulectl.backends.pci import fmt_w, write_uw_verified
 from joulectl.errors import ConfinementError
 from joulectl.host import Host
 from joulectl.models import Control, CpufreqPolicy, CpuInventory, PowercapConstraint, PowercapZone, PowerRange, Status
@@ -219,17 +219,13 @@ def binding_notes(zones: list[PowercapZone]) -> list[str]:
         if not others:
             continue  # all at one limit: nothing to say
         other_text = ", ".join(
-            f"{o.zone_id} ({o.interface}) PL1 {_fmt_w(o.long_term.limit_w if o.long_term else None)}" for o in others
+            f"{o.zone_id} ({o.interface}) PL1 {fmt_w(o.long_term.limit_w if o.long_term else None)}" for o in others
         )
         notes.append(
-            f"{z.name}: PL1 {_fmt_w(z.long_term.limit_w)} of {z.zone_id} ({z.interface}) binds, the lower beside "
+            f"{z.name}: PL1 {fmt_w(z.long_term.limit_w)} of {z.zone_id} ({z.interface}) binds, the lower beside "
             f"{other_text}; cap --cpu writes both"
         )
     return notes
-
-
-def _fmt_w(watts: float | None) -> str:
-    return "unknown" if watts is None else f"{watts:g} W"
 
 
 # -- cpufreq ----------------------------------------------------------------------------------------
