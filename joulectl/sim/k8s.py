@@ -259,7 +259,7 @@ def node_hardware(node: SpecNode) -> dict[str, Any]:
         gpu_key = entry.key if entry else None
         domains = n // 2 if g.get("secondaryDies") else n
         cap: dict[str, Any] = {}
-        if lo is not None:
+        if lo:  # a minimum of 0 (amdgpu power1_cap_min on MI250X/MI300X) is unknown, as discover says
             cap["minWatts"] = lo
         if hi is not None:
             cap["maxWatts"] = hi

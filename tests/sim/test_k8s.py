@@ -134,7 +134,8 @@ def test_node_hardware_object() -> None:
     assert nhw["kind"] == "NodeHardware" and nhw["spec"] == {"nodeName": "a-0"}
     gpu = nhw["status"]["gpu"]
     assert (gpu["count"], gpu["powerDomains"]) == (8, 4)
-    assert gpu["capRangePerGpu"] == {"minWatts": 0.0, "maxWatts": 560.0, "defaultWatts": 560.0}
+    # power1_cap_min 0 is an unknown minimum (issue 13), as discover reports it
+    assert gpu["capRangePerGpu"] == {"maxWatts": 560.0, "defaultWatts": 560.0}
     assert nhw["status"]["cpu"]["controlAvailable"] is False  # energy-only zones
     assert nhw["status"]["inventoryResolution"]["hardwareCatalogKey"] == {"cpu": "AMD_EPYC_9654",
                                                                           "gpu": "AMD_INSTINCT_MI250X"}
