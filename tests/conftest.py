@@ -58,6 +58,7 @@ def write_tree(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
 #: fsyncs dominate the suite (a 4-node render: 1.9 s on tmpfs, minutes on a busy disk). Tests run
 #: on /dev/shm when it is a tmpfs with room, unless JOULECTL_TEST_TMP names another directory.
 _MIN_TMPFS_FREE = 4 << 30
+_MIN_TMPFS_INODES = 1_000_000
 
 
 def _temp_root() -> str | None:
@@ -69,7 +70,10 @@ def _temp_root() -> str | None:
         st = os.statvfs(shm)
     except OSError:
         return None
-    if st.f_bavail * st.f_frsize < _MIN_TMPFS_FREE or not os.access(shm, os.W_OK | os.X_OK):
+    # A whole run holds a few hundred thousand files at its peak; many runs at once (or old ones
+    # left by killed runs) can exhaust the tmpfs' inodes long before its bytes.
+    if (st.f_bavail * st.f_frsize < _MIN_TMPFS_FREE or st.f_favail < _MIN_TMPFS_INODES
+            or not os.access(shm, os.W_OK | os.X_OK)):
         return None
     return shm
 
