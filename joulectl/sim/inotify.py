@@ -120,13 +120,84 @@ class Inotify:
             self.fd = -1
 
 
-def watch_limit() -> int | None:
-    """``/proc/sys/fs/inotify/max_user_watches``, or None when unreadable."""
+#: The kernel's per-user limits (``sysctl fs.inotify.max_user_watches`` and ``max_user_instances``);
+#: module attributes so that a test can put a low limit in their place.
+WATCHES_FILE = "/proc/sys/fs/inotify/max_user_watches"
+INSTANCES_FILE = "/proc/sys/fs/inotify/max_user_instances"
+#: Where the watches and instances the user already holds are counted (``<proc>/<pid>/fdinfo``).
+PROC = "/proc"
+
+
+def _read_int(path: str) -> int | None:
     try:
-        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as fh:
+        with open(path, encoding="ascii") as fh:
             return int(fh.read().strip())
     except (OSError, ValueError):
         return None
+
+
+def watch_limit() -> int | None:
+    """``fs.inotify.max_user_watches`` (:data:`WATCHES_FILE`), or None when unreadable."""
+    return _read_int(WATCHES_FILE)
+
+
+def instance_limit() -> int | None:
+    """``fs.inotify.max_user_instances`` (:data:`INSTANCES_FILE`), or None when unreadable."""
+    return _read_int(INSTANCES_FILE)
+
+
+def in_use(uid: int | None = None) -> tuple[int, int]:
+    """(instances, watches) the user ``uid`` (default: this process's) holds now, as far as its
+    processes under :data:`PROC` can be read: the limits are per user, and every other inotify user
+    of the account (editors, file managers, other simulator runs) counts against them."""
+    uid = os.getuid() if uid is None else uid
+    instances = watches = 0
+    try:
+        pids = [p for p in os.listdir(PROC) if p.isdigit()]
+    except OSError:
+        return 0, 0
+    for pid in pids:
+        base = f"{PROC}/{pid}"
+        try:
+            if os.stat(base).st_uid != uid:
+                continue
+            fds = os.listdir(base + "/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"{base}/fd/{fd}") != "anon_inode:inotify":
+                    continue
+                with open(f"{base}/fdinfo/{fd}", "rb") as fh:
+                    info = fh.read()
+            except OSError:
+                continue
+            instances += 1
+            watches += info.count(b"inotify wd:")
+    return instances, watches
+
+
+class LimitError(Exception):
+    """The user's inotify limits leave too few watches or instances: ``str()`` is the one line that
+    says which sysctl to raise, and to what."""
+
+
+def check_limits(watches: int, instances: int) -> None:
+    """Raise :class:`LimitError` unless ``watches`` more watches in ``instances`` more instances fit
+    under the user's limits beside what the user holds already (an unreadable limit is no limit)."""
+    w_limit, i_limit = watch_limit(), instance_limit()
+    if w_limit is None and i_limit is None:
+        return
+    have_i, have_w = in_use()
+    if w_limit is not None and have_w + watches > w_limit:
+        raise LimitError(
+            f"{watches} inotify watches needed, {have_w} in use, fs.inotify.max_user_watches is {w_limit}: "
+            f"raise it (sysctl -w fs.inotify.max_user_watches={have_w + watches}) or set SIM_READBACK=poll")
+    if i_limit is not None and have_i + instances > i_limit:
+        raise LimitError(
+            f"{instances} inotify instances needed, {have_i} in use, fs.inotify.max_user_instances is {i_limit}: "
+            f"raise it (sysctl -w fs.inotify.max_user_instances={have_i + instances}), use fewer --workers "
+            "or set SIM_READBACK=poll")
 
 
 class Target(Protocol):

@@ -106,8 +106,9 @@ class NvmlIO:
         """Replace the file atomically (temporary file and rename; the caller holds the lock)."""
         path = _state_path(node_dir)
         tmp = f"{path}.{os.getpid()}.tick.tmp"
+        text = json.dumps(state, separators=(",", ":"))  # the C encoder (json.dump is the Python one)
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(state, fh, separators=(",", ":"))
+            fh.write(text)
         os.replace(tmp, path)
         self._cache[node_dir] = (_sig(os.lstat(path)), state)
 

@@ -169,6 +169,10 @@ def _open_watcher(mode: str) -> Any:
     try:
         return inotify.Watcher(inotify.Inotify())
     except inotify.Unavailable as exc:
+        if exc.errno in _LIMIT_ERRNOS and sys.platform.startswith("linux"):
+            raise JoulectlError(f"simulate run: inotify_init1: {exc.strerror}: the user's inotify instances "
+                                "(fs.inotify.max_user_instances) are used up: raise it, use fewer --workers "
+                                "or set SIM_READBACK=poll") from None
         if mode == "inotify":
             raise JoulectlError(f"SIM_READBACK=inotify: inotify is not available here ({exc.strerror})") from None
         if sys.platform.startswith("linux"):
@@ -176,13 +180,48 @@ def _open_watcher(mode: str) -> Any:
         return None
 
 
+def _limit_reached(exc: OSError, node: str) -> str:
+    from joulectl.sim import inotify
+
+    limit = inotify.watch_limit()
+    return (f"simulate run: inotify_add_watch: {exc.strerror} at node {node}: the user's inotify watches "
+            f"(fs.inotify.max_user_watches{f' = {limit}' if limit is not None else ''}) are used up: raise it "
+            "or set SIM_READBACK=poll")
+
+
+def check_watch_limits(entries: list[NodeEntry], n_workers: int, mode: str) -> None:
+    """Stop the start, with one line naming the sysctl to raise, when the watches of every node
+    (one per directory holding writable files) and one instance per worker do not fit under the
+    user's inotify limits beside what the user holds already. Never a silent fallback to polling."""
+    if mode == "poll" or not sys.platform.startswith("linux") or not entries:
+        return
+    from joulectl.sim import inotify
+
+    per_layout: dict[str, int] = {}
+    needed = 0
+    for e in entries:
+        fp = model_fingerprint(e.model)
+        count = per_layout.get(fp)
+        if count is None:
+            count = per_layout[fp] = len(inotify.dir_groups([w.rel for w in e.model.writables]))
+        needed += count
+    if not needed:
+        return
+    try:
+        inotify.check_limits(needed, n_workers)
+    except inotify.LimitError as exc:
+        raise JoulectlError(f"simulate run: {len(entries)} node(s): {exc}") from None
+
+
 class Shard:
     """A set of nodes stepped together (in this process or in a worker process).
 
     With a watcher (SIM_READBACK auto or inotify), the parent directories of every node's
-    writable files are watched before the node reads its tree; a node whose watches cannot be
-    added (``max_user_watches`` reached, or a directory missing) is polled, with one warning line
-    for the shard.
+    writable files are watched before the node reads its tree. The start checked that the user's
+    inotify limits leave room for every watch (:func:`check_watch_limits`); a limit reached all the
+    same (another process took watches since) stops the start with the same kind of message. A node
+    whose watches cannot be added for another reason (a directory missing) is polled, with one
+    warning line for the shard.
     """
 
     def __init__(self, entries: list[NodeEntry], nvml_io: Any, mode: str = "poll") -> None:
@@ -190,28 +229,32 @@ class Shard:
         self.nodes: list[NodeRuntime] = []
         failed: list[tuple[str, OSError]] = []
         groups: dict[str, list[tuple[bytes, dict[bytes, list[int]]]]] = {}
-        for e in entries:
-            marks = ReadbackMarks(polled=True)
-            if self.watcher is not None and not (failed and failed[-1][1].errno in _LIMIT_ERRNOS):
-                from joulectl.sim import inotify
+        try:
+            for e in entries:
+                marks = ReadbackMarks(polled=True)
+                if self.watcher is not None:
+                    from joulectl.sim import inotify
 
-                fp = model_fingerprint(e.model)
-                if fp not in groups:
-                    groups[fp] = inotify.dir_groups([w.rel for w in e.model.writables])
-                try:
-                    self.watcher.watch(marks, os.fsencode(os.path.join(e.dir, "")), groups[fp])
-                    marks.polled = False
-                except OSError as exc:
-                    failed.append((e.model.node, exc))
-            elif self.watcher is not None:
-                failed.append((e.model.node, failed[-1][1]))
-            self.nodes.append(NodeRuntime(e.dir, e.model, e.load, zone_offset_c=e.zone_offset_c, facility=e.facility,
-                                          nvml_io=nvml_io if e.model.nvml else None, marks=marks))
+                    fp = model_fingerprint(e.model)
+                    if fp not in groups:
+                        groups[fp] = inotify.dir_groups([w.rel for w in e.model.writables])
+                    try:
+                        self.watcher.watch(marks, os.fsencode(os.path.join(e.dir, "")), groups[fp])
+                        marks.polled = False
+                    except OSError as exc:
+                        if exc.errno in _LIMIT_ERRNOS:
+                            raise JoulectlError(_limit_reached(exc, e.model.node)) from None
+                        failed.append((e.model.node, exc))
+                self.nodes.append(NodeRuntime(e.dir, e.model, e.load, zone_offset_c=e.zone_offset_c,
+                                              facility=e.facility, nvml_io=nvml_io if e.model.nvml else None,
+                                              marks=marks))
+        except BaseException:
+            self.close()
+            raise
         if failed:
             node, first = failed[0]
-            reason = ("the inotify watch limit (fs.inotify.max_user_watches) is reached"
-                      if first.errno in _LIMIT_ERRNOS else f"inotify_add_watch: {first.strerror}")
-            warn(f"simulate run: {reason}: {len(failed)} node(s) from {node} on are polled instead")
+            warn(f"simulate run: inotify_add_watch: {first.strerror}: {len(failed)} node(s) from {node} on are "
+                 "polled instead")
 
     def tick(self, now: float, dt_s: float, loads: Loads | None = None) -> tuple[list[Sample], list[Event]]:
         samples: list[Sample] = []
@@ -262,6 +305,11 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str)
             conn.send(("ok", shard.tick(msg[1], msg[2], msg[3] if len(msg) > 3 else None)))
     except (EOFError, KeyboardInterrupt):
         pass
+    except JoulectlError as exc:  # an expected error: raised in the main process as it is
+        try:
+            conn.send(("fail", (type(exc).__name__, str(exc))))
+        except OSError:
+            pass
     except Exception as exc:  # reported to the main process, which raises it there
         try:
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -300,6 +348,8 @@ class _Pool:
             raise JoulectlError("a simulator worker stopped unexpectedly") from None
         if kind == "error":
             raise JoulectlError(f"a simulator worker failed: {payload}")
+        if kind == "fail":
+            raise JoulectlError(payload[1])
         return payload
 
     def tick(self, now: float, dt_s: float, loads: Loads | None = None) -> tuple[list[Sample], list[Event]]:
@@ -514,6 +564,7 @@ def run_entries(
     wall0 = time.monotonic()
     # No collection while the nodes' objects are built (see run): it would only rescan them.
     if pool is None:
+        check_watch_limits(entries, n_workers, mode)
         gc.disable()
         try:
             pool = _Pool(shards, _nvml_io(), mode)

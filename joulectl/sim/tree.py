@@ -801,8 +801,9 @@ def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = 
 def _write_sigs(target: str, t: Template) -> None:
     path = target + "/" + SIG_FILE
     tmp = path + ".tmp"
+    text = json.dumps(_dir_sigs(target, t), separators=(",", ":"))  # the C encoder (json.dump is the Python one)
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(_dir_sigs(target, t), fh, separators=(",", ":"))
+        fh.write(text)
     os.replace(tmp, path)
 
 
