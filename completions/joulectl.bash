@@ -45,7 +45,7 @@ _joulectl() {
                 --wait) COMPREPLY=(); return ;;
                 --node-name) COMPREPLY=(); return ;;
                 --governor-model-presets) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
                 COMPREPLY=($(compgen -W "--watts --pct --restore --from-twin --schedule --at --gpu --cpu --all --device -d --dry-run --wait --node-name --any-node --governor-model-presets -o --output" -- "$cur"))
@@ -62,7 +62,7 @@ _joulectl() {
             ;;
         "joulectl discover")
             case "$prev" in
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml prometheus" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
                 --watch) COMPREPLY=(); return ;;
                 --count) COMPREPLY=(); return ;;
                 --node-name) COMPREPLY=(); return ;;
@@ -81,7 +81,7 @@ _joulectl() {
             case "$prev" in
                 --device|-d) COMPREPLY=(); return ;;
                 --wait) COMPREPLY=(); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
                 COMPREPLY=($(compgen -W "--gpu --cpu --device -d --dry-run --wait -o --output" -- "$cur"))
@@ -94,7 +94,7 @@ _joulectl() {
                 --device|-d) COMPREPLY=(); return ;;
                 --wait) COMPREPLY=(); return ;;
                 --model-presets|--governor-model-presets) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
                 COMPREPLY=($(compgen -W "--gpu --cpu --device -d --dry-run --wait --model-presets --governor-model-presets -o --output" -- "$cur"))
@@ -107,7 +107,7 @@ _joulectl() {
                 --device|-d) COMPREPLY=(); return ;;
                 --wait) COMPREPLY=(); return ;;
                 --model-presets|--governor-model-presets) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
                 --watch) COMPREPLY=(); return ;;
                 --count) COMPREPLY=(); return ;;
             esac
@@ -141,7 +141,7 @@ _joulectl() {
                 --gpu-share-resource) COMPREPLY=(); return ;;
                 --gpu-product-label) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
                 COMPREPLY=($(compgen -W "--nodes --hardware --policy --performance-fraction --queue-base-fraction --queue-min --queue-max --pods-per-performance-node --pods --gpu-eco-pct --gpu-performance-pct --cpu-eco-pct --cpu-performance-pct --absolute-caps --model-caps --gpu-governor --governor-model-presets --cpu-eco-cap-on-uncappable-gpu-nodes --telemetry --selector --gpu-resource --gpu-share-resource --gpu-product-label --profiles-dir -o --output" -- "$cur"))
@@ -176,7 +176,7 @@ _joulectl() {
                 --gpu-share-resource) COMPREPLY=(); return ;;
                 --gpu-product-label) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
                 COMPREPLY=($(compgen -W "--spec --nodes --twins --hardware --now --policy --performance-fraction --queue-base-fraction --queue-min --queue-max --pods-per-performance-node --pods --gpu-eco-pct --gpu-performance-pct --cpu-eco-pct --cpu-performance-pct --absolute-caps --model-caps --gpu-governor --governor-model-presets --cpu-eco-cap-on-uncappable-gpu-nodes --telemetry --selector --gpu-resource --gpu-share-resource --gpu-product-label --profiles-dir -o --output" -- "$cur"))
@@ -194,7 +194,7 @@ _joulectl() {
                 --plan) COMPREPLY=(); return ;;
                 --report) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
                 COMPREPLY=($(compgen -W "--nodes --trace --plan --report --profiles-dir -o --output" -- "$cur"))
@@ -204,7 +204,7 @@ _joulectl() {
             ;;
         "joulectl simulate profiles")
             case "$prev" in
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
             esac
             if [[ "$cur" == -* ]]; then
@@ -227,7 +227,7 @@ _joulectl() {
             ;;
         "joulectl simulate render-nodes")
             case "$prev" in
-                -o|--output) COMPREPLY=($(compgen -W "yaml json" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
                 --profiles-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 --gpu-resource) COMPREPLY=(); return ;;
                 --gpu-share-resource) COMPREPLY=(); return ;;
@@ -250,7 +250,7 @@ _joulectl() {
                 --listen) COMPREPLY=(); return ;;
                 --otlp-endpoint) COMPREPLY=(); return ;;
                 --otlp-protocol) COMPREPLY=(); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
                 --trace) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
@@ -264,7 +264,7 @@ _joulectl() {
                 --root) COMPREPLY=($(compgen -f -- "$cur")); return ;;
                 --watch) COMPREPLY=(); return ;;
                 --count) COMPREPLY=(); return ;;
-                -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+                -o|--output) COMPREPLY=(); return ;;
             esac
             if [[ "$cur" == -* ]]; then
                 COMPREPLY=($(compgen -W "--root --watch --count -o --output" -- "$cur"))

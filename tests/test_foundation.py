@@ -37,7 +37,7 @@ def test_exit_code_values_are_api() -> None:
 def test_unknown_flag_is_usage_error(cli) -> None:
     r = cli("--no-such-flag")
     assert r.exit_code == 2
-    assert "No such option" in r.stderr
+    assert r.stderr == "joulectl: error: no such option --no-such-flag (see joulectl --help)\n"
 
 
 def test_input_error_formats_file_field_problem() -> None:

@@ -37,6 +37,7 @@ def _global(
         str,
         typer.Option(
             "--root",
+            metavar="PATH",
             envvar="JOULECTL_ROOT",
             help="Host root of every read and write (a node tree from `simulate render`).",
             show_default=True,
@@ -46,7 +47,8 @@ def _global(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
     tool_timeout: Annotated[
         float,
-        typer.Option("--tool-timeout", help="Timeout of every vendor tool call, in seconds.", min=0.1),
+        typer.Option("--tool-timeout", metavar="SECONDS", help="Timeout of every vendor tool call, in seconds.",
+                     min=0.1),
     ] = 3.0,
     version: Annotated[
         bool,
@@ -66,8 +68,10 @@ def _global(
 
 def _fast_params() -> None:
     from joulectl.cli.fastparams import install
+    from joulectl.cli.helpfmt import install as install_help
 
     install()
+    install_help()
 
 
 _fast_params()
@@ -157,13 +161,18 @@ def run(argv: list[str] | None = None) -> int:
         sys.stderr.write("joulectl: interrupted\n")
         return int(ExitCode.INTERRUPTED)
     except typer.TyperException as e:  # usage errors: bad flag, missing argument, bad value
-        exit_code = getattr(e, "exit_code", 2)
-        show = getattr(e, "show", None)
-        if callable(show):
-            show()
-        else:
-            _error_line(str(e))
-        return int(exit_code)
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+        if isinstance(e, NoArgsIsHelpError):  # a bare group: its help, on stderr, as a usage error
+            e.show()
+            return int(ExitCode.USAGE)
+        if isinstance(e, UsageError):
+            from joulectl.cli.helpfmt import usage_line
+
+            sys.stderr.write(usage_line(e, command, args) + "\n")
+            return int(ExitCode.USAGE)
+        _error_line(e.format_message())
+        return int(getattr(e, "exit_code", 1))
     except BrokenPipeError:
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit

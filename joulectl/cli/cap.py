@@ -20,8 +20,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("cap")
     def cap(
-        watts: Annotated[float | None, typer.Option("--watts", help="Cap at W watts per device.")] = None,
-        pct: Annotated[float | None, typer.Option("--pct", help="Cap at P % of each device's max.")] = None,
+        watts: Annotated[float | None, typer.Option("--watts", metavar="W", help="Cap at W watts per device.")] = None,
+        pct: Annotated[float | None, typer.Option("--pct", metavar="P", help="Cap at P % of each device's max.")
+                       ] = None,
         restore: Annotated[bool, typer.Option("--restore", help="Back to what was in force before.")] = False,
         from_twin: Annotated[str | None, typer.Option("--from-twin", metavar="FILE", help=_TWIN)] = None,
         schedule: Annotated[str | None, typer.Option("--schedule", metavar="FILE", help=_SCHED)] = None,
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
         device: Devices = None,
         dry_run: DryRun = False,
         wait: Wait = 10.0,
-        node_name: Annotated[str | None, typer.Option("--node-name", help=_NODE)] = None,
+        node_name: Annotated[str | None, typer.Option("--node-name", metavar="NAME", help=_NODE)] = None,
         any_node: Annotated[bool, typer.Option("--any-node", help=_ANY)] = False,
         model_presets: Annotated[
             str | None, typer.Option("--governor-model-presets", metavar="FILE", help=_PRESETS)

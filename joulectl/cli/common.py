@@ -38,7 +38,7 @@ def _output_choice(formats: tuple[str, ...]) -> typer.models.OptionInfo:
         help=f"Output format: {', '.join(formats)}.",
         show_default=True,
         case_sensitive=False,
-        metavar="|".join(formats).upper(),
+        metavar="FORMAT",
     )
     return option
 
@@ -58,7 +58,8 @@ DiscoverOutput = Annotated[str, _output_choice(("table", "json", "yaml", "promet
 
 Wait = Annotated[
     float,
-    typer.Option("--wait", help="Seconds to wait for the node lock before exit 7.", min=0, show_default=True),
+    typer.Option("--wait", metavar="SECONDS", help="Seconds to wait for the node lock before exit 7.", min=0,
+                 show_default=True),
 ]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Write nothing; print planned rows.")]
 Devices = Annotated[
@@ -66,6 +67,7 @@ Devices = Annotated[
     typer.Option(
         "--device",
         "-d",
+        metavar="DEVICE",
         help="Select GPUs by index, PCI bus id or model substring (repeatable; default every GPU).",
     ),
 ]

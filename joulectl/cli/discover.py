@@ -11,7 +11,7 @@ FORMATS = ("table", "json", "yaml", "prometheus")
 _Output = Annotated[
     str,
     typer.Option(
-        "-o", "--output", help="Output format: table, json, yaml, prometheus.", metavar="TABLE|JSON|YAML|PROMETHEUS"
+        "-o", "--output", help="Output format: table, json, yaml, prometheus.", metavar="FORMAT"
     ),
 ]
 

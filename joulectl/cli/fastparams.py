@@ -3,9 +3,9 @@
 typer 0.29 coerces every option value through a pydantic ``TypeAdapter``; the first one imports
 pydantic (and pydantic-core, asyncio ...), which costs more than importing typer itself, on every
 command. joulectl's options are plain ``str``, ``int``, ``float`` and ``bool`` (optionally
-``| None``, or lists of them), so :func:`install` gives such parameters a small coercer with the same results and the
-same error messages ("Input should be a valid integer, ...", "Input should be greater than or
-equal to 1"). Anything else (lists, enums, paths, custom parsers or click types) keeps typer's own
+``| None``, or lists of them), so :func:`install` gives such parameters a small coercer with the same
+results, and error messages that read as one line ("'x' is not a whole number", "0 is less than the
+minimum 1"). Anything else (lists, enums, paths, custom parsers or click types) keeps typer's own
 coercion. If typer's internals are not what this expects, nothing is installed.
 """
 
@@ -44,6 +44,11 @@ def _fmt(bound: Any) -> str:
     return str(bound)
 
 
+def _shown(raw: Any, value: Any) -> str:
+    """A value in an error as the user typed it."""
+    return raw if isinstance(raw, str) else str(value)
+
+
 def install() -> bool:
     """Route plain parameters of every typer command to the fast coercer. Returns whether it did."""
     try:
@@ -74,13 +79,13 @@ def install() -> bool:
                 if info.min is not None and out < info.min:
                     if info.clamp:
                         return type(out)(info.min)
-                    raise BadParameter(f"Input should be greater than or equal to {_fmt(info.min)}", ctx=ctx,
-                                       param=param)
+                    raise BadParameter(f"{_shown(value, out)} is less than the minimum {_fmt(info.min)}",
+                                       ctx=ctx, param=param)
                 if info.max is not None and out > info.max:
                     if info.clamp:
                         return type(out)(info.max)
-                    raise BadParameter(f"Input should be less than or equal to {_fmt(info.max)}", ctx=ctx,
-                                       param=param)
+                    raise BadParameter(f"{_shown(value, out)} is more than the maximum {_fmt(info.max)}",
+                                       ctx=ctx, param=param)
             return out
 
         def _convert(self, value: Any, param: Any, ctx: Any) -> Any:
@@ -95,8 +100,7 @@ def install() -> bool:
                     return True
                 if text in _FALSE:
                     return False
-                raise BadParameter("Input should be a valid boolean, unable to interpret input", ctx=ctx,
-                                   param=param)
+                raise BadParameter(f"{value!r} is not a boolean (true or false)", ctx=ctx, param=param)
             if isinstance(value, bool):
                 return t(value)
             if t is int:
@@ -105,15 +109,13 @@ def install() -> bool:
                 try:
                     return int(str(value).strip())
                 except ValueError:
-                    raise BadParameter("Input should be a valid integer, unable to parse string as an integer",
-                                       ctx=ctx, param=param) from None
+                    raise BadParameter(f"{value!r} is not a whole number", ctx=ctx, param=param) from None
             if isinstance(value, (int, float)):
                 return float(value)
             try:
                 return float(str(value).strip())
             except ValueError:
-                raise BadParameter("Input should be a valid number, unable to parse string as a number",
-                                   ctx=ctx, param=param) from None
+                raise BadParameter(f"{value!r} is not a number", ctx=ctx, param=param) from None
 
     def get_runtime_param(self: Any) -> Any:
         if self._runtime_param is None:

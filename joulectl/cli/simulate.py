@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         root: Annotated[str, typer.Option("--root", metavar="DIR", help="Directory of the node trees (DIR/<node>).")],
         profiles_dir: ProfilesDir = None,
         workers: Annotated[
-            int | None, typer.Option("--workers", min=1, help="Render processes (default: one per CPU).")
+            int | None, typer.Option("--workers", metavar="N", min=1, help="Render processes (default: one per CPU).")
         ] = None,
     ) -> None:
         """Render (or resume) one node tree per spec node under DIR/<node>/."""
@@ -112,15 +112,18 @@ def register(app: typer.Typer) -> None:
     @sim_app.command("render-nodes")
     def render_nodes_cmd(
         spec: Spec,
-        output: Annotated[str, typer.Option("-o", "--output", metavar="YAML|JSON", help="yaml or json.")] = "yaml",
+        output: Annotated[
+            str, typer.Option("-o", "--output", metavar="FORMAT", help="Output format: yaml, json.")
+        ] = "yaml",
         profiles_dir: ProfilesDir = None,
         gpu_resource: GpuResources = None,
         gpu_share_resource: GpuShareResources = None,
         gpu_product_label: GpuProductLabels = None,
     ) -> None:
-        """Print the spec's Kubernetes Nodes (a List) for KWOK or `plan --nodes`; the GPU flags advertise the
-        GPUs as a fleet with its own device plugin does (the vendor's resource renamed to the first
-        --gpu-resource, share resources, the model in each --gpu-product-label)."""
+        """Print the spec's Kubernetes Nodes (a List) for KWOK or `plan --nodes`.
+
+        The GPU flags advertise the GPUs as a fleet with its own device plugin does (the vendor's resource
+        renamed to the first --gpu-resource, share resources, the model in each --gpu-product-label)."""
         fmt = check_format(output, ("yaml", "json"))
         from joulectl.k8s import expose_gpus_as, gpu_config
         from joulectl.render import dumps

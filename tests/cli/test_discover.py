@@ -331,20 +331,20 @@ def test_watch_ctrl_c_exits_130(root: Path) -> None:
     ("args", "message"),
     [
         (("--tool-timeout", "0", "discover"),
-         "Invalid value for '--tool-timeout': Input should be greater than or equal to 0.1"),
+         "joulectl: error: --tool-timeout: 0 is less than the minimum 0.1 (see joulectl --help)"),
         (("--tool-timeout", "soon", "discover"),
-         "Invalid value for '--tool-timeout': Input should be a valid number, unable to parse string as a number"),
+         "joulectl: error: --tool-timeout: 'soon' is not a number (see joulectl --help)"),
         (("discover", "--watch", "1", "--count", "0"),
-         "Invalid value for '--count': Input should be greater than or equal to 1"),
+         "joulectl: error: discover: --count: 0 is less than the minimum 1 (see joulectl discover --help)"),
         (("discover", "--watch", "1", "--count", "x"),
-         "Invalid value for '--count': Input should be a valid integer, unable to parse string as an integer"),
+         "joulectl: error: discover: --count: 'x' is not a whole number (see joulectl discover --help)"),
     ],
 )
 def test_bad_option_values(cli: Cli, root: Path, args: tuple[str, ...], message: str) -> None:
     trees.vm_host(root)
     r = cli("--root", root, *args)
     assert r.exit_code == 2
-    assert f"Error: {message}" in r.stderr
+    assert r.stderr == message + "\n"
 
 
 def test_discover_does_not_import_pydantic_yaml_rich_or_pynvml(root: Path) -> None:
@@ -386,7 +386,7 @@ def test_fast_params_coerce_like_typer(capsys: pytest.CaptureFixture[str]) -> No
     assert seen == {"name": "a", "n": 5, "f": 2.5, "flag": True, "dev": ["0", "1"]}
     command.main([], standalone_mode=False)
     assert seen == {"name": "x", "n": 1, "f": None, "flag": False, "dev": None}
-    with pytest.raises(typer.BadParameter, match="Input should be less than or equal to 5"):
+    with pytest.raises(typer.BadParameter, match="6 is more than the maximum 5"):
         command.main(["--n", "6"], standalone_mode=False)
     assert _plain_type(list[int] | None) == (int, True)
     assert _plain_type(str | int) is None
