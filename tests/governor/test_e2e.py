@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from joulectl.backends.gov_nvidia import parse_supported_clocks
+from joulectl.backends.nvidia_clocks import parse_supported_clocks
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ from govkit import (
     tick,
 )
 
-from joulectl.backends import gov_nvidia
-from joulectl.backends.gov_nvidia import ClockLock, LockPlan, PresetBlocked, plan_preset
+from joulectl.backends.nvidia_clock_io import SmiTransport
+from joulectl.backends.nvidia_clocks import ClockLock, ClockSample, LockPlan, PresetBlocked, plan_preset
 from joulectl.errors import ExitCode, InputError, NoDeviceError
 from joulectl.host import Host
 from joulectl.models import Status
@@ -83,7 +83,7 @@ def test_no_clock_table_blocks() -> None:
 
 def test_supported_clocks_parser_reads_nvidia_smi_text(tmp_path: Path) -> None:
     root = _root(tmp_path, [L40S_TABLE, H100_TABLE])
-    tables = gov_nvidia.SmiTransport(Host(str(root))).supported_clocks([])
+    tables = SmiTransport(Host(str(root))).supported_clocks([])
     assert tables == {bus(0): L40S_TABLE, bus(1): H100_TABLE}
 
 
@@ -432,5 +432,5 @@ def test_an_overflowing_clock_sample_reads_as_unknown(tmp_path: Path) -> None:
     tool.parent.mkdir()
     tool.write_text(f"#!/bin/sh\necho '00000000:1A:00.0, {'9' * 400}, 2619 MHz, 37'\n")
     tool.chmod(0o755)
-    out = gov_nvidia.SmiTransport(Host(str(tmp_path))).sample_clocks([])
-    assert out == {"0000:1a:00.0": gov_nvidia.ClockSample(None, 2619, 37)}
+    out = SmiTransport(Host(str(tmp_path))).sample_clocks([])
+    assert out == {"0000:1a:00.0": ClockSample(None, 2619, 37)}

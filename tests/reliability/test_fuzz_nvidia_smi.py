@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reliability_support import examples
 
-from joulectl.backends import gov_nvidia, nvidia
+from joulectl.backends import nvidia, nvidia_clock_io, nvidia_clocks
 from joulectl.backends.base import BackendUnavailable
 from joulectl.host import Host, ToolResult
 
@@ -166,7 +166,7 @@ def test_message_table_decides_every_gpu_or_says_nothing(text: str, code: int) -
 @given(csv_lines, st.sampled_from([0, 0, 3]))
 def test_clock_samples_csv(canned: CannedHost, text: str, code: int) -> None:
     canned.canned = (text, code)
-    out = gov_nvidia.SmiTransport(canned).sample_clocks([])
+    out = nvidia_clock_io.SmiTransport(canned).sample_clocks([])
     for sample in out.values():
         for mhz in (sample.graphics_mhz, sample.memory_mhz, sample.utilization_pct):
             assert mhz is None or isinstance(mhz, int)
@@ -183,7 +183,7 @@ supported_clocks_text = st.lists(
 @FUZZ
 @given(supported_clocks_text)
 def test_parse_supported_clocks_text(text: str) -> None:
-    tables = gov_nvidia.parse_supported_clocks(text)
+    tables = nvidia_clocks.parse_supported_clocks(text)
     for bus, table in tables.items():
         assert bus.count(":") == 2 and isinstance(table, dict)
         for mem, gfx in table.items():
