@@ -95,4 +95,9 @@ def round_half_away(x: float) -> int:
     """Round halves away from zero, as Go's ``math.Round`` does (Python's ``round`` rounds to even)."""
     import math
 
-    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+    # ``floor(x + 0.5)`` is wrong where the addition rounds: 0.49999999999999994 + 0.5 is 1.0.
+    # ``x - floor(x)`` is exact for every float, so the comparison with 0.5 is too.
+    a = abs(x)
+    whole = math.floor(a)
+    n = whole + 1 if a - whole >= 0.5 else whole
+    return n if x >= 0 else -n

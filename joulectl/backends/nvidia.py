@@ -270,6 +270,19 @@ def _first_value(el: Element | None, *names: str) -> float | None:
     return None
 
 
+def _first_present(el: Element | None, *names: str) -> float | None:
+    """The value of the first of ``names`` the document prints: a token there is unknown, not a
+    reason to read the next (a ``requested_power_limit`` of ``N/A`` beside a printed
+    ``current_power_limit`` is an unknown limit, not the enforced one)."""
+    if el is None:
+        return None
+    for n in names:
+        node = el.find(n)
+        if node is not None:
+            return parse_value(node.text.strip() if node.text is not None else None)
+    return None
+
+
 def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
     """The GPUs of an ``nvidia-smi -q -x`` document (either schema), in document order."""
     from xml.etree import ElementTree
@@ -289,11 +302,11 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
         legacy = el.find("power_readings")
         readings = new if new is not None else legacy
         if new is not None:
-            cap_w = _first_value(new, "requested_power_limit", "current_power_limit", "power_limit")
+            cap_w = _first_present(new, "requested_power_limit", "current_power_limit", "power_limit")
             enforced_w = _first_value(new, "current_power_limit")
             power_w = _first_value(new, "power_draw", "average_power_draw", "instant_power_draw")
         else:
-            cap_w = _first_value(legacy, "power_limit", "enforced_power_limit")
+            cap_w = _first_present(legacy, "power_limit", "enforced_power_limit")
             enforced_w = _first_value(legacy, "enforced_power_limit")
             power_w = _first_value(legacy, "power_draw", "average_power_draw", "instant_power_draw")
         min_w = _first_value(readings, "min_power_limit")
