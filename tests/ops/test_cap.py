@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from joulectl.backends.base import WriteOutcome, status_for_errno
+from joulectl.backends.base import WriteOutcome
 from joulectl.errors import ExitCode, InputError, JoulectlError, LockBusyError, NoDeviceError
 from joulectl.host import Host
 from joulectl.models import (
@@ -73,9 +73,23 @@ def inventory(gpus: list[GpuDevice], zones: list[PowercapZone] | None = None, *,
     return NodeInventory(host=HostInfo(hostname, None, virtual), cpu=cpu, gpus=gpus)
 
 
+#: SPEC §4 "Errors", written out here rather than taken from joulectl's status_for_errno (whose own
+#: table is pinned by tests/backends/test_errno_status.py): no privilege -> refused, EINVAL (and
+#: ENODATA, a constraint locked by firmware; ERANGE) -> blocked, not supported -> unsupported,
+#: anything else -> error. An errno missing here fails the test that uses it.
+ERRNO_STATUS = {
+    errno.EACCES: Status.REFUSED, errno.EPERM: Status.REFUSED, errno.EROFS: Status.REFUSED,
+    errno.EINVAL: Status.BLOCKED, errno.ENODATA: Status.BLOCKED, errno.ERANGE: Status.BLOCKED,
+    errno.EOPNOTSUPP: Status.UNSUPPORTED, errno.EBUSY: Status.UNSUPPORTED, errno.ENOSYS: Status.UNSUPPORTED,
+    errno.EIO: Status.ERROR, errno.ENXIO: Status.ERROR,
+}
+#: What the NVIDIA backend says of a GPU whose limits nvidia-smi prints as tokens (backends/nvidia.py).
+NA_RANGE = "the power limit range is unknown (the driver reports N/A): no settable power limit"
+
+
 @dataclass
 class FakeWriter:
-    """A backend double: keeps the limit per device, writes, reads back, maps errnos."""
+    """A backend double: keeps the limit per device, writes, reads back, maps errnos (ERRNO_STATUS)."""
 
     values: dict[str, float] = field(default_factory=dict)
     fail: dict[str, int] = field(default_factory=dict)  # device -> errno
@@ -89,7 +103,7 @@ class FakeWriter:
             key = _key(obj)
             if key in self.fail:
                 err = self.fail[key]
-                out.append(WriteOutcome(key, status_for_errno(err), f"{key}: {errno.errorcode[err]}"))
+                out.append(WriteOutcome(key, ERRNO_STATUS[err], f"{key}: {errno.errorcode[err]}"))
                 continue
             self.values[key] = self.clamp.get(key, watts)
             back = self.values[key]
@@ -296,13 +310,14 @@ def test_token_limits_and_unknown_intel_range_are_blocked_with_the_backend_reaso
     node = Node([
         gpu(0),
         gpu(1, max_w=None, min_w=None, cap=None,  # type: ignore[arg-type]
-            control=Control(False, "power limits print [N/A]: no settable power limit")),
+            control=Control(False, NA_RANGE)),
         gpu(2, vendor="intel", max_w=None, min_w=None, cap=150, model="Flex 170",  # type: ignore[arg-type]
             control=Control(False, "the power limit range of the Intel GPUs is unknown")),
     ])
     report = run(host, node, pct=60)
     assert [r.status for r in report.results] == [Status.APPLIED, Status.BLOCKED, Status.BLOCKED]
-    assert report.results[1].message == "power limits print [N/A]: no settable power limit"
+    assert report.results[1].message == (
+        "the power limit range is unknown (the driver reports N/A): no settable power limit")
     assert report.results[2].message == "the power limit range of the Intel GPUs is unknown"
     assert report.exit_code == ExitCode.PARTIAL
 
@@ -723,12 +738,13 @@ def test_bad_model_presets_file_is_exit_2(tmp_path: Path) -> None:
 
 def test_restore_skips_what_joulectl_could_never_have_changed(host: Host) -> None:
     node = Node([gpu(0), gpu(1, max_w=None, min_w=None, cap=None,  # type: ignore[arg-type]
-                            control=Control(False, "power limits print [N/A]"))],
+                            control=Control(False, NA_RANGE))],
                 [zone(0, has_pl1=False), zone(1, locked=True)])
     report = run(host, node, restore=True, all_=True)
     assert [(r.device, r.status, r.message) for r in report.results] == [
         ("0000:10:00.0", Status.UNCHANGED, "already at target"),
-        ("0000:11:00.0", Status.SKIPPED, "power limits print [N/A]; nothing to restore"),
+        ("0000:11:00.0", Status.SKIPPED,
+         "the power limit range is unknown (the driver reports N/A): no settable power limit; nothing to restore"),
         ("intel-rapl:0", Status.SKIPPED,
          "package-0 has no long_term (PL1) constraint: the zone reports energy only; nothing to restore"),
         ("intel-rapl:1", Status.SKIPPED, "limit locked by firmware; nothing to restore"),

@@ -363,9 +363,10 @@ def test_plan_invariants(
     fraction: float,
     absolute: bool,
 ) -> None:
-    """Random fleets: the performance count is round(n·F) raised to the family count, every family
+    """Random fleets: the performance count is n·F rounded either way (the exact rule is pinned by
+    the hand-worked table in test_partition_table.py) raised to the family count, every family
     keeps a performance node, reserved and cordoned nodes get no twin, every twin validates."""
-    from joulectl.planning.policy import static_count
+    import math
 
     nodes = []
     for i, (kind, reserved, cordoned) in enumerate(fleet):
@@ -379,6 +380,7 @@ def test_plan_invariants(
     families = {r["family"] for r in result.nodes}
     perf_families = {r["family"] for r in result.nodes if r["profile"] == "performance"}
     n = len(planned)
-    assert result.summary["performance"] == min(max(static_count(n, fraction), len(families)), n)
+    low, high = (min(max(r, len(families)), n) for r in (math.floor(n * fraction), math.ceil(n * fraction)))
+    assert low <= result.summary["performance"] <= high
     assert perf_families == families
     validate_all(result.twins, nodetwin_schema)

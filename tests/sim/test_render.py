@@ -12,8 +12,7 @@ import pytest
 import yaml
 
 from joulectl.sim.clusterspec import load_spec, parse_spec
-from joulectl.sim.k8s import node_hardware
-from joulectl.sim.profiles import ProfileSet, builtin_profile_names
+from joulectl.sim.profiles import ProfileSet
 from joulectl.sim.tree import load_manifest, read_nvml_state, render_nodes, write_nvml_state
 from tests.sim.conftest import mode, read, render_one, spec_doc
 
@@ -275,49 +274,6 @@ def _discover(cli, tree: Path) -> dict:
     r = cli("--root", str(tree), "discover", "-o", "json")
     assert r.exit_code == 0, r.stderr
     return json.loads(r.stdout)
-
-
-@pytest.mark.parametrize("name", builtin_profile_names())
-def test_discover_reports_what_the_profile_says(cli, all_trees: dict[str, Path], name: str) -> None:
-    tree = all_trees[name]
-    doc = _discover(cli, tree)
-    st = doc["status"]
-    prof = ProfileSet().get(name)
-    cpu = prof.cpu
-    assert doc["metadata"]["name"] == tree.name
-    assert st["cpu"]["sockets"] == cpu["sockets"]
-    assert st["cpu"]["totalCores"] == cpu["sockets"] * cpu["coresPerSocket"]
-    freq = cpu.get("cpufreq") or {}
-    if freq.get("driver", "none") != "none":
-        assert st["cpu"]["governor"]["availableGovernors"] == freq["governors"]
-        assert st["cpu"]["driverFamily"] == freq["driver"]
-    zones = []
-    for z in (cpu.get("powercap") or {}).get("zones") or []:
-        n_z = cpu["sockets"] if z["name"] == "package" else 1
-        zones += [z["name"]] * n_z + [c["name"] for c in z.get("children") or []] * n_z
-    assert sorted(z["kind"] for z in st["cpu"].get("zones") or []) == sorted(zones)
-    gpu = st["gpu"]
-    assert gpu["count"] == prof.gpu_count
-    expected = node_hardware(load_spec_node(name, tree.name))["status"]
-    assert gpu["powerDomains"] == expected["gpu"]["powerDomains"]
-    if prof.gpu_count:
-        assert gpu["vendor"] == prof.gpu_vendor
-        assert gpu["capRangePerGpu"] == expected["gpu"]["capRangePerGpu"]
-        assert gpu["currentCapWatts"] == expected["gpu"]["currentCapWatts"]
-        assert gpu.get("enforcedCapWatts") == expected["gpu"].get("enforcedCapWatts")
-        assert gpu["model"] == expected["gpu"]["model"]
-    for key in ("rawModel", "vendor", "sockets", "totalCores", "coresPerSocket", "driverFamily"):
-        assert st["cpu"].get(key) == expected["cpu"].get(key), key
-    assert st["cpu"]["controlAvailable"] == expected["cpu"]["controlAvailable"]
-    assert st["cpu"].get("capRange", {}).get("maxWattsPerSocket") == expected["cpu"].get("capRange", {}).get(
-        "maxWattsPerSocket")
-    assert st["host"]["virtual"] == expected["host"]["virtual"]
-
-
-def load_spec_node(profile: str, node_name: str):
-    prefix = node_name.rsplit("-", 1)[0]
-    spec = parse_spec(spec_doc([{"name": prefix, "profile": profile}]), "x")
-    return spec.nodes[0]
 
 
 def test_discover_on_xe_and_on_a_token_board(cli, tmp_path: Path) -> None:
