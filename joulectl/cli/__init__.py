@@ -139,6 +139,11 @@ def run(argv: list[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # fast path: no command tree to build
         sys.stdout.write(f"joulectl {__version__}\n")
         return 0
+    shell = os.environ.get("_JOULECTL_COMPLETE")
+    if shell:  # a TAB in a shell whose completion script `joulectl completion SHELL` printed
+        from joulectl.cli.completion import complete
+
+        return complete(shell)
     args = sys.argv[1:] if argv is None else argv
     name = _command_name(args)
     if name is None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -31,6 +32,48 @@ class GlobalState:
 STATE = GlobalState()
 
 
+def choices(*values: str | tuple[str, str]) -> Callable[[Any, list[str], str], list[str | tuple[str, str]]]:
+    """A completer offering ``values`` (words, or (word, help) pairs): typer's ``autocompletion``."""
+
+    def complete(ctx: Any, args: list[str], incomplete: str) -> list[str | tuple[str, str]]:
+        return list(values)
+
+    return complete
+
+
+def complete_presets(ctx: Any, args: list[str], incomplete: str) -> list[str | tuple[str, str]]:
+    """``governor set PRESET``: GPU presets, CPU presets, or both (by ``--gpu`` / ``--cpu``)."""
+    from joulectl.models import CPU_PRESETS, GPU_PRESETS
+
+    gpu, cpu = bool(ctx.params.get("gpu")), bool(ctx.params.get("cpu"))
+    out: list[str | tuple[str, str]] = []
+    if gpu or not cpu:
+        out += [(p, "GPU preset") for p in GPU_PRESETS]
+    if cpu or not gpu:
+        out += [(p, "CPU preset") for p in CPU_PRESETS]
+    return out
+
+
+def complete_devices(ctx: Any, args: list[str], incomplete: str) -> list[str | tuple[str, str]]:
+    """``--device``: the index and bus id of every GPU of the node under ``--root`` (nothing when
+    it cannot be read: a TAB never fails)."""
+    try:
+        from joulectl.host import Host
+        from joulectl.ops.discover import inventory
+
+        params = ctx.find_root().params
+        host = Host(params.get("root") or "/", tool_timeout=params.get("tool_timeout") or 3.0)
+        gpus = inventory(host, cpu=False).gpus
+    except Exception:
+        return []
+    out: list[str | tuple[str, str]] = []
+    for d in gpus:
+        out.append((str(d.index), f"{d.bus_id} {d.model or ''}".strip()))
+    for d in gpus:
+        out.append((d.bus_id, f"GPU {d.index} {d.model or ''}".strip()))
+    return out
+
+
 def _output_choice(formats: tuple[str, ...]) -> typer.models.OptionInfo:
     option: typer.models.OptionInfo = typer.Option(
         "-o",
@@ -39,6 +82,7 @@ def _output_choice(formats: tuple[str, ...]) -> typer.models.OptionInfo:
         show_default=True,
         case_sensitive=False,
         metavar="FORMAT",
+        autocompletion=choices(*formats),
     )
     return option
 
@@ -68,6 +112,7 @@ Devices = Annotated[
         "--device",
         "-d",
         metavar="DEVICE",
+        autocompletion=complete_devices,
         help="Select GPUs by index, PCI bus id or model substring (repeatable; default every GPU).",
     ),
 ]

@@ -4,14 +4,15 @@ from typing import Annotated
 
 import typer
 
-from joulectl.cli.common import STATE, check_format
+from joulectl.cli.common import STATE, check_format, choices
 
 FORMATS = ("table", "json", "yaml", "prometheus")
 # common.DiscoverOutput passes its default positionally, which typer 0.29 reads as a second name.
 _Output = Annotated[
     str,
     typer.Option(
-        "-o", "--output", help="Output format: table, json, yaml, prometheus.", metavar="FORMAT"
+        "-o", "--output", help="Output format: table, json, yaml, prometheus.", metavar="FORMAT",
+        autocompletion=choices(*FORMATS),
     ),
 ]
 

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from joulectl.cli.common import STATE, Devices, DryRun, Output, Wait, check_format
+from joulectl.cli.common import STATE, Devices, DryRun, Output, Wait, check_format, complete_presets
 
 _FORMATS = ("table", "json", "yaml")
 _PRESETS = "JSON map of per-model sustained clocks, e.g. {\"NVIDIA H100 80GB HBM3\": {\"graphicsMHz\": 1755}}."
@@ -75,7 +75,8 @@ def register(app: typer.Typer) -> None:
         _finish(report, fmt, warnings)
 
     @sub.command("set")
-    def set_(preset: Annotated[str, typer.Argument(help="GPU: auto sustained efficient low peak; "
+    def set_(preset: Annotated[str, typer.Argument(metavar="PRESET", autocompletion=complete_presets,
+                                                   help="GPU: auto sustained efficient low peak; "
                                                         "CPU: performance balanced efficiency.")],
              gpu: Gpu = False, cpu: Cpu = False, device: Devices = None, dry_run: DryRun = False,
              wait: Wait = 10.0, model_presets: ModelPresets = None, output: Output = "table") -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from joulectl.cli.common import Output, check_format
+from joulectl.cli.common import Output, check_format, choices
 
 if TYPE_CHECKING:
     from joulectl.planning import PlanOptions, PlanResult
@@ -21,6 +21,7 @@ Policy = Annotated[
     typer.Option(
         "--policy",
         metavar="static|queue-aware",
+        autocompletion=choices("static", "queue-aware"),
         help="static (a fixed share at performance) or queue-aware (sized by demand).",
     ),
 ]

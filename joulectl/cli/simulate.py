@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from joulectl.cli.common import Output, check_format
+from joulectl.cli.common import Output, check_format, choices
 from joulectl.cli.plan import GpuProductLabels, GpuResources, GpuShareResources, apply_gpu_flags
 
 _PROFILES_HELP = "Directory of local hardware profiles, added to the builtin ones (env SIM_PROFILES_DIR)."
@@ -113,7 +113,8 @@ def register(app: typer.Typer) -> None:
     def render_nodes_cmd(
         spec: Spec,
         output: Annotated[
-            str, typer.Option("-o", "--output", metavar="FORMAT", help="Output format: yaml, json.")
+            str, typer.Option("-o", "--output", metavar="FORMAT", help="Output format: yaml, json.",
+                              autocompletion=choices("yaml", "json"))
         ] = "yaml",
         profiles_dir: ProfilesDir = None,
         gpu_resource: GpuResources = None,

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from joulectl.cli.common import Output, check_format
+from joulectl.cli.common import Output, check_format, choices
 
 _ROOT = "Directory holding one tree per node (DIR/<node>/)."
 _TICKS = "Stop after N ticks."
@@ -45,7 +45,8 @@ def register_run(sim_app: typer.Typer) -> None:
             str | None, typer.Option("--otlp-endpoint", metavar="URL", envvar="SIM_OTLP_ENDPOINT", help=_OTLP)
         ] = None,
         otlp_protocol: Annotated[
-            str, typer.Option("--otlp-protocol", metavar="PROTOCOL", help=_OTLP_PROTO)
+            str, typer.Option("--otlp-protocol", metavar="PROTOCOL", help=_OTLP_PROTO,
+                              autocompletion=choices("http/protobuf", "http/json"))
         ] = "http/protobuf",
         fuse: Annotated[bool, typer.Option("--fuse", help=_FUSE)] = False,
         output: Output = "table",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,10 +20,6 @@ def test_completion_script_is_current(shell: str) -> None:
     )
 
 
-def test_bash_script_parses() -> None:
-    assert subprocess.run(["bash", "-n", str(COMPLETIONS / FILES["bash"])]).returncode == 0
-
-
 def test_completion_command(cli) -> None:
     r = cli("completion", "fish")
     assert r.exit_code == 0 and r.stdout == generate("fish")
@@ -32,7 +27,8 @@ def test_completion_command(cli) -> None:
     assert bad.exit_code == 2 and "'tcsh' is not one of bash, zsh, fish" in bad.stderr
 
 
-def test_every_subcommand_is_completed() -> None:
-    script = generate("bash")
-    for word in ("discover", "cap", "governor", "plan", "schedule-check", "simulate"):
-        assert word in script
+def test_the_scripts_ask_joulectl() -> None:
+    """Static word lists go stale; each script asks the installed joulectl at every TAB."""
+    for shell in FILES:
+        script = generate(shell)
+        assert "_JOULECTL_COMPLETE=" + shell in script and "_JOULECTL_COMPLETE_WORDS=" in script
