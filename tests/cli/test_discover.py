@@ -315,9 +315,12 @@ def test_bad_output_format(cli: Cli, root: Path) -> None:
 def test_watch_ctrl_c_exits_130(root: Path) -> None:
     trees.vm_host(root)
     env = {**os.environ, "NO_COLOR": "1", "JOULECTL_NVIDIA_TRANSPORT": "smi"}
+    # SIGINT back to its default in the child: a pytest started with SIGINT ignored (a background
+    # job of a non-interactive shell) would pass SIG_IGN on, and Python then installs no handler.
     proc = subprocess.Popen(
         [sys.executable, "-m", "joulectl", "--root", str(root), "discover", "--watch", "30"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().startswith("vm-01 at ")  # the first frame is drawn

@@ -152,26 +152,28 @@ def _check_journal(root: Path, committed: int) -> int:
 
 
 def test_journal_survives_sigkill_at_random_points(tmp_path: Path) -> None:
-    """Kill a process saving the journal in a loop with SIGKILL at random points (bounded: 50 kills
-    or 20 s in CI; 500 kills or 300 s nightly), then load: never corrupt, never a lost record."""
-    max_kills, max_s = (500, 300.0) if NIGHTLY else (50, 20.0)
+    """Kill a process saving the journal in a loop with SIGKILL at random points (a fixed count: 40
+    kills in CI, 500 nightly; never a time bound), then load: never corrupt, never a lost record."""
+    max_kills = 500 if NIGHTLY else 40
     rng = random.Random(8)
     env = {**os.environ, "PYTHONPATH": REPO}
     committed = kills = 0
-    start = time.monotonic()
-    while kills < max_kills and time.monotonic() - start < max_s:
+    for _ in range(max_kills):
         child = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path)], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, env=env)
-        time.sleep(rng.uniform(0.05, 0.5))
+        assert child.stdout is not None
+        first = child.stdout.readline()  # one save committed: the kill lands after it, however slow the start
+        time.sleep(rng.uniform(0.0, 0.3))
         child.send_signal(signal.SIGKILL)
         out, err = child.communicate()
+        out = first + out
         assert child.returncode == -signal.SIGKILL, (child.returncode, out, err)
         kills += 1
         lines = out.split()
         if lines:
             committed = int(lines[-1])
         committed = _check_journal(tmp_path, committed)
-    assert kills >= 10
+    assert kills == max_kills
     assert committed > 0
     leftovers = [p.name for p in _journal_dir(tmp_path).parent.iterdir() if p.name.startswith(".state.json.")]
     print(f"kills={kills} records={committed} temp-files-left={len(leftovers)}")
