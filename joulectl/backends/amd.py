@@ -1,5 +1,8 @@
 """AMD GPUs through the amdgpu hwmon device (µW), never through rocm-smi or amd-smi.
 
+Facts this module relies on, with their sources: docs/hardware.md §1.1-1.3 (amdgpu hwmon attributes,
+µW, the Aldebaran secondary die).
+
 Per PCI function ``/sys/bus/pci/devices/<bdf>/``: the hwmon whose ``name`` is ``amdgpu`` holds
 ``power1_cap`` (the limit in force), ``power1_cap_min``/``power1_cap_max`` (the range) and
 ``power1_average``/``power1_input`` (draw). Counting and limits (SPEC §3):

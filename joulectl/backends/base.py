@@ -1,5 +1,8 @@
 """The contract every GPU backend implements, and the errno -> status table shared by all.
 
+Facts this module relies on, with their sources: docs/hardware.md §7 (errno values) and SPEC §4-5
+(the tables).
+
 A backend module (``nvidia``, ``amd``, ``intel``) exposes:
 
 - ``is_available(host) -> bool``: a cheap probe (PCI vendor ids, ``/dev/nvidiactl``, hwmon names).

@@ -1,5 +1,8 @@
 """CPUs: ``/proc/cpuinfo``, powercap (RAPL) zones and cpufreq policies, all read through Host.
 
+Facts this module relies on, with their sources: docs/hardware.md §3 (powercap, intel-rapl, AMD
+energy-only zones) and §4 (cpufreq).
+
 - Identity and topology from ``/proc/cpuinfo`` (``vendor_id``, ``model name``, ``physical id``,
   ``core id``, ``siblings``, ``cpu cores``, ``flags`` with ``hypervisor`` on a virtual machine).
 - Powercap zones from ``/sys/class/powercap/<type>:<id>[:<sub>]`` (ids are hex): the zone is what

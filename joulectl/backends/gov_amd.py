@@ -1,5 +1,8 @@
 """AMD clock governor: ``power_dpm_force_performance_level`` and ``pp_dpm_sclk`` in sysfs.
 
+Facts this module relies on, with their sources: docs/hardware.md §1.4-1.5 (performance levels,
+``pp_dpm_sclk`` format and errors).
+
 Both files live on the PCI device directory, ``/sys/bus/pci/devices/<bdf>/``, are written as
 root and read back. rocm-smi and amd-smi are never used to set a governor.
 

@@ -1,5 +1,8 @@
 """CPU governor: the cpufreq governor and EPP of every policy.
 
+Facts this module relies on, with their sources: docs/hardware.md §4 (cpufreq policy files,
+intel_pstate and amd-pstate EPP errnos).
+
 Presets (SPEC §5):
 
 - ``performance``: governor ``performance`` (the driver pins EPP to performance itself).
@@ -29,7 +32,7 @@ from joulectl.ops.journal import Intent, Journal
 #: cpufreq drivers whose ``powersave`` is an EPP-guided algorithm rather than the minimum clock.
 EPP_ACTIVE_DRIVERS = frozenset({"intel_pstate", "amd-pstate-epp"})
 
-#: EAGAIN: intel_pstate's EPP store when no driver is registered (hardware-interfaces.md).
+#: EAGAIN: intel_pstate's EPP store when no driver is registered (docs/hardware.md §4.2).
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBUSY, errno.EAGAIN})
 
 

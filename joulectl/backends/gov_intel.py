@@ -1,5 +1,8 @@
 """Intel GPU clock governor: the GT frequency limits of i915 and xe in sysfs, on every GT of every tile.
 
+Facts this module relies on, with their sources: docs/hardware.md §2.3 (i915 and xe GT frequency
+files).
+
 Files (MHz, written as root, every write read back):
 
 - xe: ``/sys/bus/pci/devices/<bdf>/tile<T>/gt<N>/freq0/{min_freq,max_freq}`` with the landmarks

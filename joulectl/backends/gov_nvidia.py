@@ -1,5 +1,8 @@
 """NVIDIA clock governor: graphics and memory clock locks through nvidia-smi or NVML.
 
+Facts this module relies on, with their sources: docs/hardware.md §5.1 and §5.3 (locked clocks:
+Volta+ graphics, Ampere+ memory).
+
 Every command addresses one GPU by PCI bus id: ``nvidia-smi -i <bus id> -lgc <min>,<max>``,
 ``-lmc <min>,<max>``, ``-rgc``, ``-rmc``; with NVML (root ``/`` and the library loads) the same
 calls are ``nvmlDeviceSetGpuLockedClocks``, ``nvmlDeviceSetMemoryLockedClocks``,

@@ -1,5 +1,8 @@
 """Intel discrete GPUs through the i915 or xe hwmon device (µW); no Intel tool is run.
 
+Facts this module relies on, with their sources: docs/hardware.md §2.1-2.2 (i915 and xe hwmon, PL1
+clamped on read).
+
 The cap is the sustained limit PL1: ``power1_max`` under i915; under xe the first of
 ``power1_max`` (card) and ``power2_max`` (package: DG2, Flex and Max show only ``power2_*``). The
 maximum, and default, is ``power<N>_rated_max``; there is no known minimum. Without ``rated_max``,

@@ -1,5 +1,8 @@
 """NVIDIA GPUs: NVML (nvidia-ml-py) on a live host, else ``nvidia-smi``.
 
+Facts this module relies on, with their sources: docs/hardware.md §5.3 (nvidia-smi options, query
+fields, both ``-q -x`` schemas, tokens).
+
 Transport: NVML when the root is ``/`` and ``pynvml`` loads and ``nvmlInit`` succeeds; otherwise
 ``nvidia-smi -q -x`` (one call for the whole inventory). ``JOULECTL_NVIDIA_TRANSPORT=nvml|smi``
 forces one. NVIDIA is present when a PCI function of vendor 0x10de with a GPU class exists, or

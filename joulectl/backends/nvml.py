@@ -1,5 +1,8 @@
 """The one module that imports ``pynvml`` (nvidia-ml-py), lazily.
 
+Facts this module relies on, with their sources: docs/hardware.md §5.1-5.2 (NVML calls in mW, return
+codes, pynvml's exceptions and ``_v2`` gotcha).
+
 Every NVML call goes through :meth:`Nvml.call`, which turns ``pynvml.NVMLError`` into
 :class:`NvmlError` carrying the joulectl :class:`~joulectl.models.Status` from the one table
 :data:`ERROR_STATUS`. All NVML power values are milliwatts and clocks MHz; the callers convert

@@ -1,5 +1,8 @@
 """PCI and hwmon helpers shared by the sysfs GPU backends (amdgpu, i915, xe) and the NVIDIA probe.
 
+Facts this module relies on, with their sources: docs/hardware.md §1.1 and §2.1 (hwmon under the PCI
+device, matched by ``name``).
+
 Everything is read through :class:`~joulectl.host.Host` under ``/sys/bus/pci/devices``: one
 directory per PCI function, named by its bus id (``0000:07:00.0``), with ``vendor``, ``device``
 and ``class`` attributes (hex), a ``driver`` symlink, and the hwmon devices the driver registered

@@ -7,7 +7,7 @@ call as it is made. Nothing here touches a file.
 A *store* is what one ``write(2)`` hands the driver. sysfs copies it into a page and NUL-terminates
 it, so the driver sees a C string: everything from the first NUL on is not part of it
 (:func:`store_text`). Each attribute then parses the string as its driver does (sources: the
-kernel files named per kind below, and ``/work/shared/docs/hardware-interfaces.md``):
+kernel files named per kind below, and ``docs/hardware.md``):
 
 =====================  =========================================================================
 kind                   parse, values, answer

@@ -227,7 +227,7 @@ def test_gpu_reset_puts_clocks_and_limits_back(tmp_path: Path) -> None:
 
 #: The elements joulectl reads in ``nvidia-smi -q -x`` of the newer schema (R535 and later, as the
 #: real captures of seven data-center boards print them), each with the children it must have, in
-#: the order the real tool prints them. Written from hardware-interfaces.md 5.3 and issue 22; not
+#: the order the real tool prints them. Written from docs/hardware.md §5.3 and issue 22; not
 #: copied from a capture.
 REFERENCE: dict[str, list[str]] = {
     "nvidia_smi_log": ["timestamp", "driver_version", "cuda_version", "attached_gpus", "gpu"],
