@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from joulectl.render import REPORT_FORMATS as REPORT_FORMATS
+
 if TYPE_CHECKING:
     from joulectl.host import Host
+    from joulectl.render import OutputFormat
 
 
 @dataclass
@@ -74,31 +77,48 @@ def complete_devices(ctx: Any, args: list[str], incomplete: str) -> list[str | t
     return out
 
 
+def _format_words(formats: tuple[str, ...]) -> list[str]:
+    words = []
+    for f in formats:
+        words += [f + "="] if f in ("jsonpath", "custom-columns") else [f]
+        if f == "csv":
+            words += ["csv,noheader", "csv,nounits"]
+    return words
+
+
 def _output_choice(formats: tuple[str, ...]) -> typer.models.OptionInfo:
+    shown = ", ".join(f"{f}=TEMPLATE" if f == "jsonpath" else f"{f}=SPEC" if f == "custom-columns" else f
+                      for f in formats)
     option: typer.models.OptionInfo = typer.Option(
         "-o",
         "--output",
-        help=f"Output format: {', '.join(formats)}.",
+        help=f"Output format: {shown}.",
         show_default=True,
         case_sensitive=False,
         metavar="FORMAT",
-        autocompletion=choices(*formats),
+        autocompletion=choices(*_format_words(formats)),
     )
     return option
 
 
-def check_format(value: str, formats: tuple[str, ...]) -> str:
-    """Validate an ``-o`` value (exit 2 naming the allowed formats)."""
-    v = value.lower()
-    if v not in formats:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(formats)}", param_hint="'-o'")
-    return v
+def check_format(value: str, formats: tuple[str, ...], no_headers: bool = False) -> OutputFormat:
+    """Parse an ``-o`` value (exit 2 naming the allowed formats, or what is wrong with a jsonpath
+    template or custom-columns spec); ``no_headers`` is ``--no-headers``."""
+    from joulectl.render import parse_output
+
+    return parse_output(value, formats, no_headers=no_headers)
 
 
-#: ``-o table|json|yaml`` on every reporting command.
+#: ``-o table|json|yaml`` on the commands that change things.
 Output = Annotated[str, _output_choice(("table", "json", "yaml"))]
+#: the reporting commands' formats (render.REPORT_FORMATS): kubectl's and nvidia-smi's conventions.
+Report = Annotated[str, _output_choice(REPORT_FORMATS)]
 #: ``discover`` adds ``prometheus``.
-DiscoverOutput = Annotated[str, _output_choice(("table", "json", "yaml", "prometheus"))]
+DISCOVER_FORMATS = (*REPORT_FORMATS, "prometheus")
+DiscoverOutput = Annotated[str, _output_choice(DISCOVER_FORMATS)]
+NoHeaders = Annotated[
+    bool, typer.Option("--no-headers", help="No header row or title (table, wide, custom-columns, csv).")
+]
 
 Wait = Annotated[
     float,

@@ -1,20 +1,25 @@
 """`joulectl discover`: the node's CPUs and GPUs, their limits and what can be controlled."""
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from joulectl.cli.common import STATE, check_format, choices
+from joulectl.cli.common import DISCOVER_FORMATS, STATE, DiscoverOutput, NoHeaders, check_format
 
-FORMATS = ("table", "json", "yaml", "prometheus")
-# common.DiscoverOutput passes its default positionally, which typer 0.29 reads as a second name.
-_Output = Annotated[
-    str,
-    typer.Option(
-        "-o", "--output", help="Output format: table, json, yaml, prometheus.", metavar="FORMAT",
-        autocompletion=choices(*FORMATS),
-    ),
-]
+if TYPE_CHECKING:
+    from joulectl.models import NodeInventory
+    from joulectl.render import View
+
+
+def _view(inv: NodeInventory) -> View:
+    """discover in every ``-o`` format: the NodeHardware object, the tables, one csv row per GPU."""
+    from joulectl.ops import discover as ops
+    from joulectl.render import View
+
+    return View(ops.node_hardware(inv), table=lambda wide: ops.table_text(inv, wide),
+                csv=lambda: (ops.gpu_columns(), inv.gpus))
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +27,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("discover")
     def discover(
-        output: _Output = "table",
+        output: DiscoverOutput = "table",
+        no_headers: NoHeaders = False,
         watch: Annotated[
             float | None,
             typer.Option(
@@ -47,9 +53,9 @@ def register(app: typer.Typer) -> None:
 
         from joulectl.errors import InputError
         from joulectl.ops import discover as ops
-        from joulectl.render import emit, warn
+        from joulectl.render import render, warn
 
-        fmt = check_format(output, FORMATS)
+        fmt = check_format(output, DISCOVER_FORMATS, no_headers)
         if count is not None and watch is None:
             raise InputError("needs --watch", field="--count")
         if watch is not None and fmt != "table":
@@ -72,20 +78,14 @@ def register(app: typer.Typer) -> None:
         for vendor, message in inv.gpu_errors.items():
             warn(f"{vendor} GPUs could not be listed: {message}")
         if output_file is not None:
+            from joulectl.render import set_color
+
+            set_color(False)  # a file gets plain text, whatever stdout is
+        text = ops.prometheus_text(inv) if fmt == "prometheus" else render(_view(inv), fmt)
+        if output_file is not None:
             from joulectl.cli.common import write_output_file
-            from joulectl.render import dumps
 
-            if fmt == "prometheus":
-                text = ops.prometheus_text(inv)
-            elif fmt == "table":
-                from joulectl.render import set_color
-
-                set_color(False)  # a file gets plain text, whatever stdout is
-                text = ops.table_text(inv)
-            else:
-                text = dumps(ops.node_hardware(inv), fmt)
             write_output_file(output_file, text)
-        elif fmt == "prometheus":
-            sys.stdout.write(ops.prometheus_text(inv))
         else:
-            emit(ops.node_hardware(inv), fmt, lambda: ops.table_text(inv))
+            sys.stdout.write(text)
+            sys.stdout.flush()

@@ -1,12 +1,21 @@
 """`joulectl governor show | set PRESET | reset`: clock governor presets for GPUs and CPUs."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from joulectl.cli.common import STATE, Devices, DryRun, Output, Wait, check_format, complete_presets
+from joulectl.cli.common import (
+    REPORT_FORMATS,
+    STATE,
+    Devices,
+    DryRun,
+    NoHeaders,
+    Report,
+    Wait,
+    check_format,
+    complete_presets,
+)
 
-_FORMATS = ("table", "json", "yaml")
 _PRESETS = "JSON map of per-model sustained clocks, e.g. {\"NVIDIA H100 80GB HBM3\": {\"graphicsMHz\": 1755}}."
 Gpu = Annotated[bool, typer.Option("--gpu", help="GPUs only.")]
 Cpu = Annotated[bool, typer.Option("--cpu", help="CPU cpufreq policies only.")]
@@ -39,6 +48,15 @@ def _watch(fmt: str, watch: float | None, count: int | None, **kw: object) -> No
         sys.stdout.flush()
 
 
+def report_view(report: Any) -> Any:
+    """The report in every ``-o`` format (render.View): one record per device (``device/<id>`` names)."""
+    from joulectl.render import View
+
+    return View(report.to_dict(), table=report.table_text, csv=lambda: (report.columns(), report.records()),
+                names=lambda: [f"device/{r.device}" for r in report.records()],
+                items=lambda: report.to_dict()["results"])
+
+
 def _finish(report: object, fmt: str, warnings: list[str]) -> None:
     from joulectl.ops.governor import GovernorReport
     from joulectl.render import emit, warn
@@ -46,7 +64,7 @@ def _finish(report: object, fmt: str, warnings: list[str]) -> None:
     assert isinstance(report, GovernorReport)
     for line in warnings:
         warn(line)
-    emit(report.to_dict(), fmt, report.table_text)
+    emit(report.to_dict(), fmt, out=report_view(report))
     err = report.error()
     if err is not None:
         raise err
@@ -59,12 +77,13 @@ def register(app: typer.Typer) -> None:
 
     @sub.command("show")
     def show(gpu: Gpu = False, cpu: Cpu = False, device: Devices = None, wait: Wait = 10.0,
-             model_presets: ModelPresets = None, output: Output = "table", watch: Watch = None,
+             model_presets: ModelPresets = None, output: Report = "table", no_headers: NoHeaders = False,
+             watch: Watch = None,
              count: Count = None) -> None:
         """Presets, locks and levels in force, who set them; verifies unverified locks."""
         from joulectl.ops.governor import run_show
 
-        fmt = check_format(output, _FORMATS)
+        fmt = check_format(output, REPORT_FORMATS, no_headers)
         if watch is not None or count is not None:
             _watch(fmt, watch, count, gpu=gpu, cpu=cpu, selectors=device or (), wait_s=wait,
                    model_presets_path=model_presets)
@@ -79,11 +98,12 @@ def register(app: typer.Typer) -> None:
                                                    help="GPU: auto sustained efficient low peak; "
                                                         "CPU: performance balanced efficiency.")],
              gpu: Gpu = False, cpu: Cpu = False, device: Devices = None, dry_run: DryRun = False,
-             wait: Wait = 10.0, model_presets: ModelPresets = None, output: Output = "table") -> None:
+             wait: Wait = 10.0, model_presets: ModelPresets = None, output: Report = "table",
+             no_headers: NoHeaders = False) -> None:
         """Put a preset in force on every selected GPU, or every cpufreq policy."""
         from joulectl.ops.governor import run_set
 
-        fmt = check_format(output, _FORMATS)
+        fmt = check_format(output, REPORT_FORMATS, no_headers)
         warnings: list[str] = []
         report = run_set(STATE.host(), preset, gpu=gpu, cpu=cpu, selectors=device or (), dry_run=dry_run,
                          wait_s=wait, model_presets_path=model_presets, warnings=warnings)
@@ -91,11 +111,11 @@ def register(app: typer.Typer) -> None:
 
     @sub.command("reset")
     def reset(gpu: Gpu = False, cpu: Cpu = False, device: Devices = None, dry_run: DryRun = False,
-              wait: Wait = 10.0, output: Output = "table") -> None:
+              wait: Wait = 10.0, output: Report = "table", no_headers: NoHeaders = False) -> None:
         """Undo the locks and levels joulectl set; leave the operator's own alone."""
         from joulectl.ops.governor import run_reset
 
-        fmt = check_format(output, _FORMATS)
+        fmt = check_format(output, REPORT_FORMATS, no_headers)
         warnings: list[str] = []
         report = run_reset(STATE.host(), gpu=gpu, cpu=cpu, selectors=device or (), dry_run=dry_run,
                            wait_s=wait, warnings=warnings)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from joulectl.cli.common import Output, check_format, choices
+from joulectl.cli.common import REPORT_FORMATS, NoHeaders, Report, check_format, choices
 
 if TYPE_CHECKING:
     from joulectl.planning import PlanOptions, PlanResult
@@ -226,14 +226,15 @@ def register(app: typer.Typer) -> None:
         gpu_share_resource: GpuShareResources = None,
         gpu_product_label: GpuProductLabels = None,
         profiles_dir: ProfilesDir = None,
-        output: Output = "table",
+        output: Report = "table",
+        no_headers: NoHeaders = False,
     ) -> None:
         """Plan a cluster: which nodes stay at performance, their caps, and their NodeTwin objects."""
         from joulectl.planning import load_cluster
         from joulectl.planning import plan as run_plan
         from joulectl.render import emit, warn
 
-        fmt = check_format(output, ("table", "json", "yaml"))
+        fmt = check_format(output, REPORT_FORMATS, no_headers)
         apply_gpu_flags(gpu_resource, gpu_share_resource, gpu_product_label)
         options = options_from_flags(
             policy=policy, performance_fraction=performance_fraction, queue_base_fraction=queue_base_fraction,
@@ -253,7 +254,10 @@ def register(app: typer.Typer) -> None:
 
             write_json_list(result, sys.stdout)
             return
-        emit(result.twins, fmt, lambda: plan_table(result))
+        from joulectl.render import View
+
+        emit(result.twins, fmt, out=View(result.twins, table=lambda wide: plan_table(result, wide),
+                                         csv=lambda: (plan_columns(), result.nodes)))
 
 
 #: Above this many twins ``-o json`` prints one twin per line (json's indenting encoder is pure
@@ -292,39 +296,48 @@ def json_list(items: list[dict[str, Any]]) -> str:
     return '{\n  "apiVersion": "v1",\n  "kind": "List",\n  "items": [\n' + body + "\n  ]\n}\n"
 
 
-def plan_table(result: PlanResult) -> str:
-    """The plan as tables: one row per node, the nodes left out, and the fleet summary."""
-    from joulectl.render import fmt_num, table
+def _gpus(r: dict[str, Any]) -> str:
+    if not r["gpuCount"]:
+        return "-"
+    return f"{r['gpuCount']}" + (f"/{r['powerDomains']}" if r["powerDomains"] != r["gpuCount"] else "")
+
+
+def plan_columns() -> list[Any]:
+    """The plan table's columns (render.Column), and ``-o csv``'s: ``-o wide`` adds the headroom and
+    cooling factors."""
+    from joulectl.render import Column, fmt_num
 
     def cap(pct: Any, w: Any, unit: str) -> str:
         if w is not None:
             return f"{fmt_num(w, ' W')}{unit}"
         return f"{fmt_num(pct, '%')}" if pct is not None else "-"
 
-    rows = [
-        (
-            r["node"],
-            r["profile"],
-            r["class"],
-            f"{r['gpuCount']}" + (f"/{r['powerDomains']}" if r["powerDomains"] != r["gpuCount"] else "")
-            if r["gpuCount"]
-            else "-",
-            cap(r["gpuCapPct"], r["gpuCapWattsPerGpu"], "/GPU"),
-            r["gpuGovernor"] or "-",
-            cap(r["cpuCapPct"], r["cpuCapWatts"], ""),
-            fmt_num(r["nodeTdpW"], " W"),
-            fmt_num(r["plannedW"], " W"),
-            fmt_num(r["headroom"]),
-            fmt_num(r["cooling"]),
-            "; ".join(r["notes"]) or "",
-        )
-        for r in result.nodes
+    return [
+        Column("NODE", lambda r: r["node"], "node"),
+        Column("PROFILE", lambda r: r["profile"], "profile"),
+        Column("CLASS", lambda r: r["class"], "class"),
+        Column("GPUS", lambda r: r["gpuCount"], "gpu.count", cell=_gpus),
+        Column(None, lambda r: r["powerDomains"], "gpu.power_domains"),
+        Column("GPU CAP", lambda r: r["gpuCapPct"], "gpu.cap", "%",
+               cell=lambda r: cap(r["gpuCapPct"], r["gpuCapWattsPerGpu"], "/GPU")),
+        Column(None, lambda r: r["gpuCapWattsPerGpu"], "gpu.cap_per_gpu", "W"),
+        Column("GOVERNOR", lambda r: r["gpuGovernor"], "gpu.governor"),
+        Column("CPU CAP", lambda r: r["cpuCapPct"], "cpu.cap", "%",
+               cell=lambda r: cap(r["cpuCapPct"], r["cpuCapWatts"], "")),
+        Column(None, lambda r: r["cpuCapWatts"], "cpu.cap_watts", "W"),
+        Column("TDP", lambda r: r["nodeTdpW"], "tdp", "W"),
+        Column("BUDGET", lambda r: r["plannedW"], "budget", "W"),
+        Column("HEADROOM", lambda r: r["headroom"], "headroom", wide=True),
+        Column("COOLING", lambda r: r["cooling"], "cooling", wide=True),
+        Column("NOTES", lambda r: "; ".join(r["notes"]), "notes", cell=lambda r: "; ".join(r["notes"])),
     ]
-    text = table(
-        ("NODE", "PROFILE", "CLASS", "GPUS", "GPU CAP", "GOVERNOR", "CPU CAP", "TDP", "BUDGET", "HEADROOM",
-         "COOLING", "NOTES"),
-        rows,
-    )
+
+
+def plan_table(result: PlanResult, wide: bool = False) -> str:
+    """The plan as tables: one row per node, the nodes left out, and the fleet summary."""
+    from joulectl.render import columns_table, fmt_num, table
+
+    text = columns_table(plan_columns(), result.nodes, wide=wide)
     if result.ineligible:
         text += "\n" + table(("NODE", "NOT PLANNED BECAUSE"), result.ineligible, title="not planned")
     s = result.summary

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from joulectl.cli.common import Output, check_format
+from joulectl.cli.common import REPORT_FORMATS, NoHeaders, Report, check_format
 from joulectl.cli.plan import (
     AbsoluteCaps,
     CpuEcoCapOnUncappable,
@@ -78,14 +78,15 @@ def register(app: typer.Typer) -> None:
         gpu_share_resource: GpuShareResources = None,
         gpu_product_label: GpuProductLabels = None,
         profiles_dir: ProfilesDir = None,
-        output: Output = "table",
+        output: Report = "table",
+        no_headers: NoHeaders = False,
     ) -> None:
         """Would these pods be placed, where, and if not why (exit 6 when a pod fits no node)."""
         from joulectl.errors import InputError
         from joulectl.render import emit, warn
         from joulectl.scheduling.check import cluster_from_nodes, cluster_from_spec, parse_now, run
 
-        fmt = check_format(output, ("table", "json", "yaml"))
+        fmt = check_format(output, REPORT_FORMATS, no_headers)
         apply_gpu_flags(gpu_resource, gpu_share_resource, gpu_product_label)
         if spec is not None and (nodes is not None or twins is not None):
             raise InputError("give --spec SPEC or --nodes NODES.yaml --twins TWINS.yaml, not both", field="--spec")
@@ -114,21 +115,47 @@ def register(app: typer.Typer) -> None:
             report.write_json(sys.stdout)
             sys.stdout.flush()
         else:
-            emit(report.document if fmt != "table" else None, fmt, lambda: _table(report))
+            emit(None, fmt, out=_view(report))
         err = report.error()
         if err is not None:
             raise err
 
 
-#: fitting nodes a pod's table lists (the JSON lists every node)
+#: fitting nodes a pod's table lists (the JSON lists every node; -o wide too)
 BEST_NODES = 5
-#: example nodes named per grouped reason
+#: example nodes named per grouped reason (-o wide names every node)
 EXAMPLES = 3
 
 
-def _table(report: CheckReport) -> str:
-    """Per pod shape: the pods, their best nodes, and the reasons the other nodes fail, grouped."""
+def _view(report: CheckReport) -> Any:
+    """schedule-check in every ``-o`` format: the ScheduleCheck document, its tables (``-o wide``
+    lists every node), one csv row and one ``kind/name`` per pod, custom-columns over the pods."""
+    from joulectl.render import Column, View
+
+    cols = [
+        Column(None, lambda v: v.demand.namespace, "namespace"),
+        Column(None, lambda v: v.demand.name, "name"),
+        Column(None, lambda v: v.demand.pod.kind, "kind"),
+        Column(None, lambda v: v.demand.workload_class, "class"),
+        Column(None, lambda v: round(v.demand.gpus, 3), "gpus"),
+        Column(None, lambda v: v.demand.pod.replicas, "replicas"),
+        Column(None, lambda v: "yes" if v.feasible else "no", "fits"),
+        Column(None, lambda v: v.best_node, "best_node"),
+        Column(None, lambda v: sum(1 for n in v.nodes if n.fits), "nodes.fitting"),
+        Column(None, lambda v: len(v.nodes), "nodes.checked"),
+    ]
+    return View(report.document, table=lambda wide: _table(report, wide), csv=lambda: (cols, report.verdicts),
+                names=lambda: [f"{v.demand.pod.kind.lower()}/{v.demand.name}" for v in report.verdicts],
+                items=lambda: list(report.document["pods"]))
+
+
+def _table(report: CheckReport, wide: bool = False) -> str:
+    """Per pod shape: the pods, their best nodes, and the reasons the other nodes fail, grouped
+    (``wide``: every fitting node and every failing one named)."""
     from joulectl.render import table
+
+    best = None if wide else BEST_NODES
+    examples = None if wide else EXAMPLES
 
     groups: dict[int, list[PodVerdict]] = {}
     for v in report.verdicts:
@@ -146,17 +173,17 @@ def _table(report: CheckReport) -> str:
         title = f"{who} ({d.workload_class}, {gpus}): {verdict}"
         fitting = sorted((n for n in v.nodes if n.fits), key=lambda n: (n.node != v.best_node, -(n.score or 0), n.node))
         rows: list[tuple[object, ...]] = [
-            ("yes", n.node, "-" if n.score is None else n.score, n.reason) for n in fitting[:BEST_NODES]
+            ("yes", n.node, "-" if n.score is None else n.score, n.reason) for n in fitting[:best]
         ]
-        if len(fitting) > BEST_NODES:
+        if best is not None and len(fitting) > best:
             rows.append(("yes", f"... {len(fitting) - BEST_NODES} more", "", "fit too (-o json lists every node)"))
         failing: dict[str, list[str]] = {}
         for n in v.nodes:
             if not n.fits:
                 failing.setdefault(n.reason, []).append(n.node)
         for reason, nodes in sorted(failing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            more = f" and {len(nodes) - EXAMPLES} more" if len(nodes) > EXAMPLES else ""
-            shown = ", ".join(nodes[:EXAMPLES]) + more
+            more = f" and {len(nodes) - examples} more" if examples is not None and len(nodes) > examples else ""
+            shown = ", ".join(nodes[:examples]) + more
             rows.append(("no", f"{len(nodes)} node" + ("s" if len(nodes) != 1 else "") + f": {shown}", "-", reason))
         blocks.append(table(("FITS", "NODES", "SCORE", "REASON"), rows, title=title))
     return "\n".join(blocks)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from joulectl.cli.common import Output, check_format, choices
+from joulectl.cli.common import REPORT_FORMATS, NoHeaders, Report, check_format, choices
 from joulectl.cli.plan import GpuProductLabels, GpuResources, GpuShareResources, apply_gpu_flags
 
 _PROFILES_HELP = "Directory of local hardware profiles, added to the builtin ones (env SIM_PROFILES_DIR)."
@@ -21,21 +21,38 @@ ProfilesDir = Annotated[
 Spec = Annotated[str, typer.Argument(metavar="SPEC", help="ClusterSpec file (- = stdin).")]
 
 
-def _profiles_table(rows: list[dict[str, Any]]) -> str:
-    from joulectl.render import table
+def _profile_columns() -> list[Any]:
+    from joulectl.render import Column
 
-    body = []
-    for r in rows:
-        gpu = r["gpu"]
-        body.append([
-            r["name"], r["extends"] or "-",
-            f"{r['cpu']['sockets']}x {r['cpu']['model']} ({r['cpu']['threads']} threads)",
-            r["cpu"]["driver"], ",".join(r["cpu"]["powercapZones"]) or "-",
-            f"{gpu['count']}x {gpu['model']} ({gpu['exposure']})" if gpu else "-",
-            len(r["sources"]),
-        ])
-    return table(["PROFILE", "EXTENDS", "CPU", "CPUFREQ", "POWERCAP", "GPUS", "SOURCES"], body,
-                 title="Hardware profiles (sources: -o yaml)")
+    def gpu(key: str) -> Any:
+        return lambda r: (r["gpu"] or {}).get(key)
+
+    return [
+        Column("PROFILE", lambda r: r["name"], "name"),
+        Column("EXTENDS", lambda r: r["extends"], "extends"),
+        Column("CPU", lambda r: r["cpu"]["model"], "cpu.name",
+               cell=lambda r: f"{r['cpu']['sockets']}x {r['cpu']['model']} ({r['cpu']['threads']} threads)"),
+        Column(None, lambda r: r["cpu"]["sockets"], "cpu.sockets"),
+        Column(None, lambda r: r["cpu"]["threads"], "cpu.threads"),
+        Column("CPUFREQ", lambda r: r["cpu"]["driver"], "cpufreq.driver"),
+        Column("POWERCAP", lambda r: " ".join(r["cpu"]["powercapZones"]), "powercap.zones", wide=True),
+        Column("GPUS", gpu("model"), "gpu.name",
+               cell=lambda r: f"{r['gpu']['count']}x {r['gpu']['model']} ({r['gpu']['exposure']})"
+               if r["gpu"] else "-"),
+        Column(None, gpu("count"), "gpu.count"),
+        Column(None, gpu("exposure"), "gpu.exposure"),
+        Column("SOURCES", lambda r: len(r["sources"]), "sources", wide=True),
+    ]
+
+
+def _profiles_view(doc: dict[str, Any]) -> Any:
+    from joulectl.render import View, columns_table
+
+    rows = doc["items"]
+    cols = _profile_columns()
+    return View(doc, table=lambda wide: columns_table(cols, rows, wide=wide,
+                                                      title="Hardware profiles (sources: -o yaml)"),
+                csv=lambda: (cols, rows), names=lambda: [f"hardwareprofile/{r['name']}" for r in rows])
 
 
 def _progress(total: int, label: str) -> tuple[Any, Any]:
@@ -65,16 +82,17 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sim_app, name="simulate")
 
     @sim_app.command("profiles")
-    def profiles_cmd(output: Output = "table", profiles_dir: ProfilesDir = None) -> None:
+    def profiles_cmd(output: Report = "table", no_headers: NoHeaders = False,
+                     profiles_dir: ProfilesDir = None) -> None:
         """List the hardware profiles (builtin and local) with the source of their values."""
-        fmt = check_format(output, ("table", "json", "yaml"))
+        fmt = check_format(output, REPORT_FORMATS, no_headers)
         from joulectl.render import emit
         from joulectl.sim.profiles import ProfileSet, profile_summary
 
         ps = ProfileSet(profiles_dir)
         rows = [profile_summary(ps.get(n)) for n in ps.names()]
         doc = {"apiVersion": "sim.joulie.io/v1alpha1", "kind": "HardwareProfileList", "items": rows}
-        emit(doc, fmt, lambda: _profiles_table(rows))
+        emit(doc, fmt, out=_profiles_view(doc))
 
     @sim_app.command("validate")
     def validate_cmd(spec: Spec, profiles_dir: ProfilesDir = None) -> None:

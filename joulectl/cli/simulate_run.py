@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from joulectl.cli.common import Output, check_format, choices
+from joulectl.cli.common import REPORT_FORMATS, NoHeaders, Output, Report, check_format, choices
 
 _ROOT = "Directory holding one tree per node (DIR/<node>/)."
 _TICKS = "Stop after N ticks."
@@ -90,23 +90,24 @@ def register_run(sim_app: typer.Typer) -> None:
         count: Annotated[
             int | None, typer.Option("--count", metavar="N", help="With --watch: stop after N refreshes.", min=1)
         ] = None,
-        output: Output = "table",
+        output: Report = "table",
+        no_headers: NoHeaders = False,
     ) -> None:
         """Per node: power, energy, caps and governors in force (from the trees and their ledgers)."""
         from joulectl.errors import InputError
         from joulectl.render import emit
         from joulectl.sim.runtime import status
 
-        fmt = check_format(output, ("table", "json", "yaml"))
+        fmt = check_format(output, REPORT_FORMATS, no_headers)
         if count is not None and watch is None:
             raise InputError("needs --watch", field="--count")
         if watch is not None:
-            if fmt != "table":
+            if fmt not in ("table", "wide"):
                 raise InputError(f"--watch prints a table and cannot be combined with -o {fmt}", field="--watch")
-            _watch_status(root, watch, count)
+            _watch_status(root, watch, count, fmt)
             return
         data = status(root)
-        emit(data, fmt, lambda: _status_table(data))
+        emit(data, fmt, out=_status_view(data))
 
 
 def _network_face(root: str, listen: str | None, otlp: str | None, protocol: str) -> Any:
@@ -129,7 +130,7 @@ def _network_face(root: str, listen: str | None, otlp: str | None, protocol: str
     return NetworkFace(root, listen=address, otlp_url=otlp, otlp_protocol=protocol, warn=warn, announce=announce)
 
 
-def _watch_status(root: str, interval_s: float, count: int | None) -> None:
+def _watch_status(root: str, interval_s: float, count: int | None, fmt: Any = "table") -> None:
     """``simulate status --watch``: the run's own snapshots when it serves them, else the trees."""
     import time
 
@@ -145,7 +146,9 @@ def _watch_status(root: str, interval_s: float, count: int | None) -> None:
         data = _snapshot_status(url) if url else None
         if data is None:
             data = status(root)
-        sys.stdout.write(clear + _status_table(data) + ("" if clear else "\n"))
+        from joulectl.render import render
+
+        sys.stdout.write(clear + render(_status_view(data), fmt) + ("" if clear else "\n"))
         sys.stdout.flush()
         n += 1
 
@@ -230,19 +233,38 @@ def _run_table(data: dict[str, Any]) -> str:
     return table(("RUN", "VALUE"), rows)
 
 
-def _status_table(data: dict[str, Any]) -> str:
-    from joulectl.render import fmt_num, table
+def _governors(n: dict[str, Any]) -> str:
+    gov = n["governors"]
+    govs = "/".join(gov["cpu"]) or "-"
+    if gov["epp"]:
+        govs += f" epp={'/'.join(gov['epp'])}"
+    if gov["gpuPerfLevels"]:
+        govs += " gpu=" + "/".join(sorted(set(gov["gpuPerfLevels"].values())))
+    return govs
 
-    rows = []
-    for n in data["nodes"]:
-        caps = ", ".join(f"{k}={fmt_num(v, ' W')}" for k, v in n["capsWatts"].items()) or "-"
-        gov = n["governors"]
-        govs = "/".join(gov["cpu"]) or "-"
-        if gov["epp"]:
-            govs += f" epp={'/'.join(gov['epp'])}"
-        if gov["gpuPerfLevels"]:
-            govs += " gpu=" + "/".join(sorted(set(gov["gpuPerfLevels"].values())))
-        kj = n["energyJoules"] / 1000 if n["energyJoules"] is not None else None
-        rows.append((n["node"], n["profile"] or "-", n["ticks"], fmt_num(n["powerWatts"], " W"),
-                     fmt_num(kj, " kJ", 1), caps, govs))
-    return table(("NODE", "PROFILE", "TICKS", "POWER", "ENERGY", "CAPS", "GOVERNORS"), rows)
+
+def _status_columns() -> list[Any]:
+    from joulectl.render import Column, fmt_num
+
+    def kj(n: dict[str, Any]) -> float | None:
+        return n["energyJoules"] / 1000 if n["energyJoules"] is not None else None
+
+    return [
+        Column("NODE", lambda n: n["node"], "node"),
+        Column("PROFILE", lambda n: n["profile"], "profile"),
+        Column("TICKS", lambda n: n["ticks"], "ticks"),
+        Column("POWER", lambda n: n["powerWatts"], "power.draw", "W"),
+        Column("ENERGY", kj, "energy", "kJ", cell=lambda n: fmt_num(kj(n), " kJ", 1)),
+        Column("CAPS", lambda n: " ".join(f"{k}={fmt_num(v, 'W')}" for k, v in n["capsWatts"].items()), "caps",
+               cell=lambda n: ", ".join(f"{k}={fmt_num(v, ' W')}" for k, v in n["capsWatts"].items()) or "-"),
+        Column("GOVERNORS", _governors, "governors", wide=True),
+    ]
+
+
+def _status_view(data: dict[str, Any]) -> Any:
+    from joulectl.render import View, columns_table
+
+    cols, rows = _status_columns(), data["nodes"]
+    return View(data, table=lambda wide: columns_table(cols, rows, wide=wide), csv=lambda: (cols, rows),
+                names=lambda: [f"node/{n['node']}" for n in rows], items=lambda: list(rows))
+

@@ -415,8 +415,37 @@ def _list(values: list[str]) -> str:
     return ", ".join(values) if values else "-"
 
 
-def table_text(inv: NodeInventory) -> str:
-    """Host, CPU, powercap zones and GPUs as tables (plain text when piped)."""
+def gpu_columns() -> list[Any]:
+    """The GPU table's columns, and ``-o csv``'s (nvidia-smi's field names where it has one):
+    ``-o wide`` adds the architecture, catalog key, UUID and governor presets."""
+    from joulectl.render import Column
+
+    return [
+        Column("IDX", lambda d: d.index, "index"),
+        Column("BUS ID", lambda d: d.bus_id, "pci.bus_id"),
+        Column("VENDOR", lambda d: d.vendor, "vendor"),
+        Column("DRIVER", lambda d: d.driver, "driver"),
+        Column("MODEL", lambda d: d.model or "unknown", "name"),
+        Column("CAP", lambda d: d.current_cap_w, "power.limit", "W", cell=_cap_cell),
+        Column(None, lambda d: d.enforced_cap_w, "enforced.power.limit", "W"),
+        Column("RANGE", lambda d: d.cap_range.min_w, "power.min_limit", "W", cell=lambda d: _range(d.cap_range)),
+        Column(None, lambda d: d.cap_range.max_w, "power.max_limit", "W"),
+        Column("DEFAULT", lambda d: d.cap_range.default_w, "power.default_limit", "W"),
+        Column("POWER", lambda d: d.power_w, "power.draw", "W"),
+        Column("MODE", lambda d: d.partition or (f"MIG {d.mig}" if d.mig else None), "mode"),
+        Column("LIMIT", lambda d: "holds" if d.holds_limit else f"via {d.primary_bus_id or '?'}", "limit"),
+        Column("CONTROL", lambda d: _yes(d.control), "control"),
+        Column("ARCH", lambda d: d.architecture, "architecture", wide=True),
+        Column("CATALOG KEY", lambda d: d.catalog_key, "catalog_key", wide=True),
+        Column("UUID", lambda d: d.uuid, "uuid", wide=True),
+        Column("PRESETS", lambda d: " ".join(d.governor_presets), "governor.presets", wide=True,
+               cell=lambda d: ",".join(d.governor_presets) or "-"),
+    ]
+
+
+def table_text(inv: NodeInventory, wide: bool = False) -> str:
+    """Host, CPU, powercap zones and GPUs as tables (plain text when piped); ``wide`` adds the GPU
+    table's wide columns (:func:`gpu_columns`)."""
     from joulectl.render import fmt_num, table
 
     cpu = inv.cpu
@@ -478,22 +507,16 @@ def table_text(inv: NodeInventory) -> str:
                 title="Powercap zones",
             )
         )
-    gpu_rows = []
-    for d in inv.gpus:
-        mode = d.partition or (f"MIG {d.mig}" if d.mig else "-")
-        limit = "holds" if d.holds_limit else f"via {d.primary_bus_id or '?'}"
-        gpu_rows.append(
-            [str(d.index), d.bus_id, d.vendor, d.driver, d.model or "unknown", _cap_cell(d),
-             _range(d.cap_range), _w(d.cap_range.default_w), _w(d.power_w), mode, limit, _yes(d.control)]
-        )
+    columns = [c for c in gpu_columns() if c.header is not None and (wide or not c.wide)]
+    gpu_rows = [[c.text(d) for c in columns] for d in inv.gpus]
     for vendor, message in inv.gpu_errors.items():
-        gpu_rows.append(["-", "-", vendor, "-", "not listed", "-", "-", "-", "-", "-", "-", f"no: {message}"])
+        unlisted = {"VENDOR": vendor, "MODEL": "not listed", "CONTROL": f"no: {message}"}
+        gpu_rows.append([unlisted.get(c.header or "", "-") for c in columns])
     if gpu_rows:
         presets = ", ".join(inv.governor_presets) or "none"
         parts.append(
             table(
-                ["IDX", "BUS ID", "VENDOR", "DRIVER", "MODEL", "CAP", "RANGE", "DEFAULT", "POWER", "MODE", "LIMIT",
-                 "CONTROL"],
+                [c.header or "" for c in columns],
                 gpu_rows,
                 title=f"GPUs: {inv.gpu_count}, power domains: {inv.power_domains}, governor presets: {presets}",
             )

@@ -66,20 +66,49 @@ class GovernorReport:
         doc["summary"] = summary
         return doc
 
-    def table_text(self) -> str:
+    def columns(self) -> list[Any]:
+        """The columns of the table and of ``-o csv`` (render.Column): show's rows or the results."""
+        from joulectl.render import Column
+
+        head = [
+            Column("DEVICE", lambda r: r.device, "device"),
+            Column(None, lambda r: r.vendor, "vendor"),
+            Column("MODEL", lambda r: r.model, "name"),
+            Column("PRESET", lambda r: r.preset, "preset"),
+        ]
+        if self.action == "show":
+            return [
+                *head,
+                Column("SET BY", lambda r: r.set_by, "set_by"),
+                Column("IN FORCE", lambda r: r.in_force, "in_force"),
+                Column("CLOCKS", lambda r: r.clocks, "clocks", wide=True),
+                Column("STATUS", lambda r: r.status, "status"),
+                Column("PRESETS", lambda r: " ".join(r.presets), "presets", wide=True,
+                       cell=lambda r: ",".join(r.presets)),
+                Column("MESSAGE", lambda r: r.message, "message"),
+            ]
+        return [
+            *head,
+            Column("BEFORE", lambda r: r.before, "before"),
+            Column("AFTER", lambda r: r.after, "after"),
+            Column("STATUS", lambda r: str(r.status), "status"),
+            Column("MESSAGE", lambda r: r.message, "message"),
+        ]
+
+    def records(self) -> list[Any]:
+        return list(self.rows) if self.action == "show" else list(self.results)
+
+    def table_text(self, wide: bool = False) -> str:
         """The table: rows identical but for the device collapse into one (``cpufreq:policy0-127
-        (128)``); ``-o json|yaml`` keep one record per device."""
+        (128)``); ``-o json|yaml|csv`` keep one record per device. ``wide`` adds the wide columns."""
         from joulectl.render import table
 
+        shown = [c for c in self.columns() if c.header is not None and (wide or not c.wide)]
+        rows = collapse([[c.text(r) for c in shown] for r in self.records()])
+        title = None
         if self.action == "show":
-            rows = collapse([[r.device, r.model, r.preset, r.set_by, r.in_force, r.clocks, r.status,
-                              ",".join(r.presets), r.message] for r in self.rows])
             title = f"node {self.node}: GPU presets every GPU accepts: {', '.join(self.presets) or 'none'}"
-            return table(["DEVICE", "MODEL", "PRESET", "SET BY", "IN FORCE", "CLOCKS", "STATUS", "PRESETS",
-                          "MESSAGE"], rows, title=title)
-        rows = collapse([[r.device, r.model, r.preset, r.before, r.after, str(r.status), r.message]
-                         for r in self.results])
-        return table(["DEVICE", "MODEL", "PRESET", "BEFORE", "AFTER", "STATUS", "MESSAGE"], rows)
+        return table([c.header or "" for c in shown], rows, title=title)
 
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")

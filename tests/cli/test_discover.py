@@ -309,7 +309,8 @@ def test_watch_usage_errors(cli: Cli, root: Path, args: tuple[str, ...], message
 def test_bad_output_format(cli: Cli, root: Path) -> None:
     r = cli("--root", root, "discover", "-o", "xml")
     assert r.exit_code == 2
-    assert "'xml' is not one of table, json, yaml, prometheus" in r.stderr
+    assert r.stderr == ("joulectl: error: -o: 'xml' is not one of table, wide, json, yaml, name, csv, "
+                        "jsonpath=..., custom-columns=..., prometheus\n")
 
 
 def test_watch_ctrl_c_exits_130(root: Path) -> None:

@@ -261,7 +261,9 @@ def test_bad_input_cluster_flags(cli: Callable[..., Any], files: Callable[..., l
     assert _err(cli, pods, "--nodes", missing, "--twins", twins) == (
         2, f"joulectl: error: {missing}: nodes file not found")
     r = cli("schedule-check", pods, "--nodes", nodes, "--twins", twins, "-o", "xml")
-    assert r.exit_code == 2 and "'xml' is not one of table, json, yaml" in r.stderr
+    assert (r.exit_code, r.stderr) == (
+        2, "joulectl: error: -o: 'xml' is not one of table, wide, json, yaml, name, csv, jsonpath=..., "
+           "custom-columns=...\n")
 
 
 @pytest.mark.parametrize(

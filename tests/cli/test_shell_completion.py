@@ -78,7 +78,8 @@ def test_reply_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixt
         "plain\tperformance\tCPU preset\nplain\tbalanced\tCPU preset\nplain\tefficiency\tCPU preset\n")
     assert _reply(monkeypatch, capsys, "bash", "joulectl cap ") == ""
     assert _reply(monkeypatch, capsys, "zsh", "joulectl\nplan\n--nodes\nno") == "file\tno\t\n"
-    assert _reply(monkeypatch, capsys, "fish", "joulectl\x1fdiscover\x1f-o\x1fj") == "plain\tjson\t\n"
+    assert _reply(monkeypatch, capsys, "fish", "joulectl\x1fdiscover\x1f-o\x1fj") == (
+        "plain\tjson\t\nplain\tjsonpath=\t\n")
     assert _reply(monkeypatch, capsys, "bash", "joulectl simulate render --root ") == "dir\t\t\n"
     assert _reply(monkeypatch, capsys, "bash", "joulectl cap --watts ") == ""
     assert _reply(monkeypatch, capsys, "bash", "joulectl completion ") == "plain\tbash\t\nplain\tzsh\t\nplain\tfish\t\n"

@@ -320,7 +320,8 @@ def test_bad_output_format_and_missing_root(tmp_path: Path, cli: Cli) -> None:
     root = trees.amd_mi250x_x4(tmp_path / "m")
     r = cli("--root", root, "governor", "show", "-o", "xml")
     assert r.exit_code == 2
-    assert "'xml' is not one of table, json, yaml" in r.stderr
+    assert r.stderr == ("joulectl: error: -o: 'xml' is not one of table, wide, json, yaml, name, csv, "
+                        "jsonpath=..., custom-columns=...\n")
     r = cli("--root", tmp_path / "missing", "governor", "show")
     assert (r.exit_code, r.stderr) == (2, f"joulectl: error: {tmp_path / 'missing'}: --root: host root does not "
                                           "exist or is not a directory\n")

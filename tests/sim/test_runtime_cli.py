@@ -57,8 +57,10 @@ def test_run_and_status_tables(cli: Callable[..., Any], spec: str, tmp_path: Pat
     r = cli("simulate", "status", "--root", str(root))
     assert r.exit_code == 0
     header = r.stdout.splitlines()[0].split()
-    assert header == ["NODE", "PROFILE", "TICKS", "POWER", "ENERGY", "CAPS", "GOVERNORS"]
+    assert header == ["NODE", "PROFILE", "TICKS", "POWER", "ENERGY", "CAPS"]
     assert r.stdout.splitlines()[1].split()[:3] == ["vm-0", "vm-no-powercap", "4"]
+    r = cli("simulate", "status", "--root", str(root), "-o", "wide")
+    assert r.stdout.splitlines()[0].split() == ["NODE", "PROFILE", "TICKS", "POWER", "ENERGY", "CAPS", "GOVERNORS"]
     r = cli("simulate", "status", "--root", str(root), "-o", "yaml")
     assert r.exit_code == 0
     assert "kind: SimulationStatus" in r.stdout
