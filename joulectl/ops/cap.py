@@ -757,7 +757,9 @@ def _record(journal: Journal, rows: list[DeviceResult], restore: bool) -> None:
 
 
 def _fingerprint(journal: Journal) -> str:
-    return json.dumps({k: v.to_dict() for k, v in journal.devices.items()}, sort_keys=True, default=str)
+    from joulectl.ops.journal import fingerprint
+
+    return fingerprint(journal)
 
 
 def _peek_journal(host: Host, report: CapReport) -> Journal:

@@ -55,6 +55,8 @@ MAX_JOURNAL_BYTES = 64 << 20
 API_VERSION = "joulectl.io/v1alpha1"
 
 _UNSET = object()
+#: The encoder of history entries (one instance: ``json.dumps(default=...)`` builds one per call).
+_encode_entry = json.JSONEncoder(default=str).encode
 
 
 def _now() -> str:
@@ -87,16 +89,29 @@ class DeviceRecord:
     def note(self, command: str, setting: str, value: Any) -> None:
         """Add a history entry, keeping the last :data:`HISTORY_LIMIT` and at most
         :data:`HISTORY_MAX_BYTES` of JSON."""
-        self.history.append({"at": _now(), "command": command, "setting": setting, "value": value})
-        del self.history[:-HISTORY_LIMIT]
-        if len(json.dumps(self.history, default=str)) <= HISTORY_MAX_BYTES:  # one C-encoder call
-            return
-        sizes = [len(json.dumps(e, default=str)) + 2 for e in self.history]
-        total, keep = sum(sizes), 0
-        while total > HISTORY_MAX_BYTES and keep < len(sizes) - 1:
-            total -= sizes[keep]
-            keep += 1
-        del self.history[:keep]
+        history = self.history
+        entry = {"at": _now(), "command": command, "setting": setting, "value": value}
+        # The size of the history as JSON, kept between notes of one run: a run that notes a
+        # setting on each of 128 policies would otherwise encode each full history once per note.
+        # Valid while the history is the one it was counted for (length and last entry).
+        cached: tuple[int, object, int] | None = getattr(self, "_history_bytes", None)
+        known = cached is not None and bool(history) and cached[0] == len(history) and cached[1] is history[-1]
+        history.append(entry)
+        if known and cached is not None:
+            total = cached[2] + len(_encode_entry(entry)) + 2
+        else:
+            total = len(_encode_entry(history))  # one C-encoder call: sum(len(entry) + 2)
+        for old in history[: max(0, len(history) - HISTORY_LIMIT)]:
+            total -= len(_encode_entry(old)) + 2
+        del history[:-HISTORY_LIMIT]
+        if total > HISTORY_MAX_BYTES:
+            sizes = [len(_encode_entry(e)) + 2 for e in history]
+            total, keep = sum(sizes), 0
+            while total > HISTORY_MAX_BYTES and keep < len(sizes) - 1:
+                total -= sizes[keep]
+                keep += 1
+            del history[:keep]
+        self._history_bytes = (len(history), history[-1], total)
 
     def last_entry(self, setting: str) -> dict[str, Any] | None:
         """The newest history entry of ``setting``."""
@@ -326,9 +341,37 @@ def save_ahead(host: Host, journal: Journal, intents: Sequence[Intent]) -> None:
 ABSENT = "absent"
 
 
-def fingerprint(journal: Journal) -> str:
-    """What a save would write, but for the time stamp: equal fingerprints, equal journals."""
-    return json.dumps({k: v.to_dict() for k, v in journal.devices.items()}, sort_keys=True, default=str)
+def _encoded_devices(journal: Journal) -> list[str]:
+    """Each device record as the journal file holds it (``"<key>": <record>``), by key: one C
+    encoder call per device, shared by :func:`fingerprint` and :func:`save`."""
+    return [f"{json.dumps(k)}: {json.dumps(v.to_dict())}" for k, v in sorted(journal.devices.items())]
+
+
+def fingerprint(journal: Journal, encoded: list[str] | None = None) -> str:
+    """What a save would write, but for the time stamp: equal fingerprints, equal journals.
+
+    The records in key order, each in its fields' order (a record keeps the order of its
+    settings as loaded; a setting dropped and set again moves to the end, and its journal is
+    then saved once more: never a change left unsaved)."""
+    return "\n".join(_encoded_devices(journal) if encoded is None else encoded)
+
+
+def _fingerprint_of_text(text: str) -> str | None:
+    """The :func:`fingerprint` of a journal file :func:`save` wrote, from its text (one line per
+    device record, in key order), without encoding the records again; None for any other shape
+    (then the caller encodes). A file whose lines are not what this version writes for its
+    records gets another fingerprint: the journal is saved once more, never a change lost."""
+    start = text.find('\n  "devices": {\n')
+    if start < 0:
+        return None
+    start += len('\n  "devices": {\n')
+    end = text.find("\n  }", start)
+    if end < 0:
+        return None
+    lines = text[start:end].split("\n")
+    if not all(line.startswith("    ") for line in lines):
+        return None
+    return "\n".join(line[4:-1] if line.endswith(",") else line[4:] for line in lines)
 
 
 def load(host: Host) -> Journal:
@@ -355,7 +398,7 @@ def load(host: Host) -> Journal:
         if text is None:
             raise ValueError("journal too large")
         journal = Journal.from_dict(json.loads(text))
-        journal.on_disk = fingerprint(journal)
+        journal.on_disk = _fingerprint_of_text(text) or fingerprint(journal)
         return journal
     except (ValueError, TypeError, AttributeError, RecursionError):
         aside = f"{JOURNAL_PATH}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 1000000:06d}"
@@ -365,16 +408,18 @@ def load(host: Host) -> Journal:
         return Journal(set_aside=aside)
 
 
-def dumps(data: dict[str, Any]) -> str:
+def dumps(data: dict[str, Any], encoded: list[str] | None = None) -> str:
     """The journal as JSON text: one line per top-level key and per device record.
 
     Readable and greppable by bus id, and written by the C encoder (``indent`` would switch
-    ``json`` to its pure-Python encoder: 2 ms per save of a journal with full histories)."""
+    ``json`` to its pure-Python encoder: 2 ms per save of a journal with full histories).
+    ``encoded``: the device lines of :func:`_encoded_devices`, when the caller has them."""
     lines = []
     for key, value in data.items():
         if key == "devices" and value:
-            records = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items())
-            text = "{\n" + records + "\n  }"
+            if encoded is None:
+                encoded = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()]
+            text = "{\n" + ",\n".join(f"    {line}" for line in encoded) + "\n  }"
         else:
             text = json.dumps(value)
         lines.append(f"  {json.dumps(key)}: {text}")
@@ -389,11 +434,13 @@ def save(host: Host, journal: Journal, *, durable: bool = True) -> None:
     Nothing is written when the journal is what :attr:`Journal.on_disk` says is on disk (or when
     there is no journal and nothing to put in one).
     """
-    now = fingerprint(journal)
+    encoded = _encoded_devices(journal)
+    now = fingerprint(journal, encoded)
     if journal.on_disk is not None and (now == journal.on_disk or (journal.on_disk == ABSENT
                                                                    and not journal.devices)):
         return
-    host.write_atomic(JOURNAL_PATH, dumps(journal.to_dict()), mode=0o600, durable=durable)
+    data = {"apiVersion": API_VERSION, "kind": "Journal", "updatedAt": _now(), "devices": journal.devices}
+    host.write_atomic(JOURNAL_PATH, dumps(data, encoded), mode=0o600, durable=durable)
     import os
 
     directory, name = os.path.split(JOURNAL_PATH)

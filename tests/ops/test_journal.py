@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from joulectl.host import Host
 from joulectl.ops import journal
 
@@ -61,3 +63,72 @@ def test_the_write_ahead_copy_leaves_the_journal_untouched() -> None:
     assert ahead.pending("0000:07:00.0", "perfLevel") == ["manual", "high"]
     assert ahead.original("0000:0c:00.0", "capWatts") == 750.0 and "0000:99:00.0" not in j.devices
     assert ahead.devices["0000:0c:00.0"].history == j.devices["0000:0c:00.0"].history
+
+
+def _entry_value(n: int, size: int) -> str:
+    # {"at": "2026-12-01T00:00:00Z", "command": "cap", "setting": "s", "value": "<v>"} is 77 bytes
+    # of JSON plus the value; the history's size counts 2 more per entry (the ", " or the brackets)
+    return f"{n:02d}".ljust(size - 77 - 2, "x")
+
+
+def test_history_keeps_the_newest_entries_within_16_kib(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal, "_now", lambda: "2026-12-01T00:00:00Z")
+    rec = journal.DeviceRecord()
+    for n in range(20):  # 1,000 bytes each: 16 fit in 16,384, the 17th pushes the oldest out
+        rec.note("cap", "s", _entry_value(n, 1000))
+        assert len(json.dumps(rec.history)) <= 16384
+    assert [e["value"][:2] for e in rec.history] == [f"{n:02d}" for n in range(4, 20)]
+    rec.history.clear()  # a history changed behind the record's back is counted afresh
+    rec.note("cap", "s", _entry_value(99, 1000))
+    assert [e["value"][:2] for e in rec.history] == ["99"]
+    small = journal.DeviceRecord()
+    for n in range(60):  # small entries: the count bound (50) applies first
+        small.note("cap", "s", n)
+    assert [e["value"] for e in small.history] == list(range(10, 60))
+    big = journal.DeviceRecord()
+    big.note("cap", "s", "y" * 20000)  # one entry larger than the bound is kept: the newest
+    big.note("cap", "s", "z")
+    assert [e["value"] for e in big.history] == ["z"]
+
+
+def test_history_trimming_matches_a_reference_over_random_sizes() -> None:
+    import random
+
+    rng = random.Random(21)
+
+    def reference(history: list[dict[str, object]]) -> list[dict[str, object]]:
+        history = history[-journal.HISTORY_LIMIT:]
+        while len(history) > 1 and sum(len(json.dumps(e)) + 2 for e in history) > 16384:
+            history = history[1:]
+        return history
+
+    for _ in range(30):
+        rec = journal.DeviceRecord()
+        expected: list[dict[str, object]] = []
+        for n in range(rng.randrange(1, 120)):
+            value = "v" * rng.choice([0, 10, 300, 2000, 9000])
+            if rng.random() < 0.05:
+                rec = rec.copy()  # a copy (the write-ahead journal) counts its history afresh
+            rec.note("cap", "s", value)
+            expected = reference([*expected, rec.history[-1]])
+            assert rec.history == expected, n
+
+
+def test_a_loaded_journal_knows_its_fingerprint_from_the_text(tmp_path: Path) -> None:
+    host = Host(str(tmp_path))
+    j = _full_journal()
+    j.record("0000:07:00.0", "epp", None, "caf\u00e9 \"power\"", vendor="amd")  # escapes in a line
+    journal.save(host, j)
+    path = tmp_path / "var/lib/joulectl/state.json"
+    loaded = journal.load(host)
+    assert loaded.on_disk == journal.fingerprint(loaded) == journal.fingerprint(j)
+    mtime = path.stat().st_mtime_ns
+    journal.save(host, loaded)  # nothing changed: nothing written
+    assert path.stat().st_mtime_ns == mtime
+    # a journal in another shape (an older version's compact JSON) is encoded instead
+    compact = json.dumps({"apiVersion": journal.API_VERSION, "kind": "Journal",
+                          "devices": {k: v.to_dict() for k, v in j.devices.items()}})
+    assert journal._fingerprint_of_text(compact) is None
+    path.write_text(compact)
+    assert journal.load(host).on_disk == journal.fingerprint(j)
+    assert journal._fingerprint_of_text('{\n  "kind": "Journal",\n  "devices": {}\n}\n') is None

@@ -238,6 +238,11 @@ class Server:
                                               expose_tracebacks=False)
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror}", field="--listen") from None
+        import logging
+
+        # waitress warns "Task queue depth is N" on stderr whenever a request waits for a thread:
+        # under a scraper's burst that is normal queueing, not a fault the operator can act on
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         self.host = str(self._server.effective_host)
         self.port = int(self._server.effective_port)
         self._stopping = threading.Event()
