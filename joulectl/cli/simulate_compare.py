@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from joulectl.cli.common import Output, check_format
+from joulectl.cli.plan import GpuProductLabels, GpuResources, GpuShareResources
 
 _SPEC = "ClusterSpec of the fleet (or give --nodes)."
 _NODES = "Node objects (kubectl get nodes -o yaml): each node emulated from the catalog by its GPU or CPU model."
@@ -59,14 +60,22 @@ def register_compare(sim_app: typer.Typer) -> None:
         profiles_dir: Annotated[
             str | None, typer.Option("--profiles-dir", metavar="DIR", envvar="SIM_PROFILES_DIR", help=_PROFILES)
         ] = None,
+        gpu_resource: GpuResources = None,
+        gpu_share_resource: GpuShareResources = None,
+        gpu_product_label: GpuProductLabels = None,
         output: Output = "table",
     ) -> None:
-        """Replay TRACE on the fleet under each plan: energy (per class, facility) against job speed."""
+        """Replay TRACE on the fleet under each plan: energy (per class, facility) against job speed.
+
+        The GPU flags read --nodes and Kubernetes traces as `plan` reads them: GPUs counted in the
+        fleet's own resources (--gpu-resource, --gpu-share-resource), models in its own labels."""
+        from joulectl.cli.plan import apply_gpu_flags
         from joulectl.errors import InputError
         from joulectl.render import emit, warn
         from joulectl.sim.workload.compare import run_compare, table_text
 
         fmt = check_format(output, ("table", "json", "yaml"))
+        apply_gpu_flags(gpu_resource, gpu_share_resource, gpu_product_label)
         if trace is None:
             raise InputError("the workload is missing: give --trace TRACE", field="--trace")
         if report is not None:

@@ -159,6 +159,43 @@ def test_nodes_export_is_emulated_from_the_catalog(cli: Callable[..., Any], writ
     assert from_nodes["plans"][0]["energyKWh"] == from_spec["plans"][0]["energyKWh"]
 
 
+def test_a_fleet_with_its_own_device_plugin_is_read_with_plans_gpu_flags(cli: Callable[..., Any],
+                                                                         write: Callable[..., str]) -> None:
+    """A node export whose GPUs are only `example.com/gpu` and whose model is only in the label
+    `example.com/gpu-model` (no NVIDIA or Joulie labels), and a job asking for `example.com/gpu`:
+    with plan's GPU flags it is the hand-computed L40S case (0.349099 kWh over 3600 s)."""
+    import yaml
+
+    spec = write("spec.yaml", spec_text(L40S))
+    nodes = cli("simulate", "render-nodes", spec, "--gpu-resource", "example.com/gpu",
+                "--gpu-product-label", "example.com/gpu-model")
+    assert nodes.exit_code == 0, nodes.stderr
+    doc = yaml.safe_load(nodes.stdout)
+    for item in doc["items"]:
+        labels = item["metadata"]["labels"]
+        item["metadata"]["labels"] = {k: v for k, v in labels.items()
+                                      if not k.startswith(("nvidia.com/", "joulie.io/gpu", "joulie.io/hw.gpu"))}
+        assert item["metadata"]["labels"]["example.com/gpu-model"] == "NVIDIA-L40S"
+        assert item["status"]["capacity"]["example.com/gpu"] == "4"
+    own = write("own.yaml", yaml.safe_dump(doc))
+    job = gpu_job("j1")
+    job["podTemplate"]["requests"] = {"cpu": "0", "example.com/gpu": "1"}
+    trace = write("trace.jsonl", [job])
+    r = cli("simulate", "compare", "--nodes", own, "--trace", trace, "--plan", "uncapped")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (f"joulectl: error: {own}: node l40s-0: GPU model 'unknown' is not in the catalog: "
+                                "the node cannot be emulated")
+    doc = _compare(cli, "--nodes", own, "--trace", trace, "--plan", "uncapped", "--gpu-resource", "example.com/gpu",
+                   "--gpu-product-label", "example.com/gpu-model")
+    base = _plan(doc, "uncapped")
+    assert base["makespanS"] == 3600.0
+    assert base["energyKWh"] == pytest.approx(0.349099, abs=2e-6)
+    r = cli("simulate", "compare", "--nodes", own, "--trace", trace, "--plan", "uncapped",
+            "--gpu-product-label", "not a label!")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "joulectl: error: --gpu-product-label: 'not a label!' is not a label key"
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("--plan", "uncapped"), "--trace: the workload is missing: give --trace TRACE"),
     (("--trace", "TRACE"), "--plan: give at least one --plan (uncapped, FILE or LABEL=FILE)"),

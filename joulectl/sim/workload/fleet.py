@@ -118,7 +118,7 @@ def _profile_index(profiles_dir: str | None) -> tuple[Any, dict[str, list[str]]]
 def fleet_from_nodes(path: str, profiles_dir: str | None = None) -> Fleet:
     """The nodes of a NodeList, each emulated by the profile of its catalogued GPU (or CPU) model."""
     from joulectl import catalog
-    from joulectl.k8s import GPU_PRODUCT_LABEL_KEYS, labels_of, node_gpu_count
+    from joulectl.k8s import gpu_config, labels_of, node_gpu_count
     from joulectl.planning.inputs import read_nodes
     from joulectl.sim.k8s import node_hardware
     from joulectl.yamlio import load_documents
@@ -135,13 +135,15 @@ def fleet_from_nodes(path: str, profiles_dir: str | None = None) -> Fleet:
         count, _ = node_gpu_count(obj, None)
         key = ""
         if count > 0:
-            for lk in GPU_PRODUCT_LABEL_KEYS:
+            # the built-in product labels, then --gpu-product-label's (the catalog drops GFD suffixes)
+            label_keys = gpu_config().label_keys
+            for lk in label_keys:
                 entry = catalog.load().gpu(labels.get(lk))
                 if entry is not None:
                     key = entry.key
                     break
             if not key:
-                product = next((labels[k] for k in GPU_PRODUCT_LABEL_KEYS if labels.get(k)), "unknown")
+                product = next((labels[k] for k in label_keys if labels.get(k)), "unknown")
                 raise InputError(f"GPU model {product!r} is not in the catalog: the node cannot be emulated",
                                  file=label, field=f"node {name}")
             candidates = index.get(key)

@@ -222,7 +222,16 @@ def _jsonl_task(rec: Mapping[str, Any], file: str, line: int) -> Task:
             raise InputError(f"not a valid quantity: {mem_raw!r}", file=file,
                              field=f"{where}podTemplate.requests.memory") from None
     gpus, resource = 0, None
-    for key, res in GPU_KEYS.items():
+    # Joulie's keys first, then any resource that counts whole GPUs (example.com/gpu, or a name
+    # given with --gpu-resource), as `plan` and `schedule-check` read a pod's requests
+    from joulectl.k8s import gpu_resource
+
+    keys = dict(GPU_KEYS)
+    for name in req:
+        found = gpu_resource(str(name)) if name not in keys else None
+        if found is not None and found.is_whole:
+            keys[str(name)] = found.name
+    for key, res in keys.items():
         if key in req:
             raw = req[key]
             if not isinstance(raw, str) or not raw.strip().isdigit():
