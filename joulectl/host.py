@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno as errno_mod
 import os
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import field
@@ -26,6 +27,8 @@ MAX_ATTR_BYTES = 1 << 20
 #: First read of a file: a page, which holds every sysfs attribute. Asking for MAX_ATTR_BYTES at
 #: once would allocate a megabyte per read (~35 µs, most of a discover's sysfs time).
 _FIRST_READ = 4096
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 #: Most a tool may print: ``nvidia-smi -q -x`` of eight GPUs is ~0.5 MiB; past these the tool is
 #: killed and its run fails (a tool that prints for ever would take all the memory).
 MAX_TOOL_STDOUT = MAX_ATTR_BYTES * 8
@@ -68,8 +71,6 @@ class NotRegularError(HostIOError):
 
 def file_kind(mode: int) -> str:
     """What a non-regular file is, for messages."""
-    import stat
-
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
         if test(mode):
@@ -81,10 +82,8 @@ def open_regular(real: str, flags: int, label: str, mode: int = 0o644) -> int:
     """``os.open`` that never blocks on a FIFO and refuses every non-regular file: opened with
     ``O_NONBLOCK`` (a FIFO without a writer would block for ever), then checked with ``fstat``.
     Raises ``OSError`` as ``os.open`` does, or :class:`NotRegularError`."""
-    import stat
-
     try:
-        fd = os.open(real, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+        fd = os.open(real, flags | _OPEN_FLAGS, mode)
     except OSError as e:
         if e.errno == errno_mod.ENXIO:  # a FIFO (or socket) opened for writing without a reader
             st_mode = os.stat(real).st_mode
@@ -93,9 +92,9 @@ def open_regular(real: str, flags: int, label: str, mode: int = 0o644) -> int:
         raise
     try:
         st_mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(st_mode):  # what reading it would say
-            raise OSError(errno_mod.EISDIR, os.strerror(errno_mod.EISDIR), real)
         if not stat.S_ISREG(st_mode):
+            if stat.S_ISDIR(st_mode):  # what reading it would say
+                raise OSError(errno_mod.EISDIR, os.strerror(errno_mod.EISDIR), real)
             raise NotRegularError(label, file_kind(st_mode))
         if flags & (os.O_WRONLY | os.O_RDWR) == 0:
             os.set_blocking(fd, True)
@@ -223,8 +222,26 @@ class Host:
         """
         resolved = self._dir_cache.get(real_dir)
         if resolved is None:
-            resolved = self._dir_cache[real_dir] = os.path.realpath(real_dir)
+            resolved = self._dir_cache[real_dir] = self._resolve_dir(real_dir)
         return resolved
+
+    def _resolve_dir(self, real_dir: str) -> str:
+        """``realpath(real_dir)`` from its parent's cached resolution and one ``lstat`` of its last
+        component (``realpath`` itself stats every component of every directory: 384 policy
+        directories ten levels deep cost thousands of calls)."""
+        root = self._real_root
+        if real_dir == root:
+            return root
+        head, tail = os.path.split(real_dir)
+        if not tail or tail in (".", "..") or not real_dir.startswith(root + os.sep):
+            return os.path.realpath(real_dir)
+        parent = self._resolved_dir(head)
+        candidate = parent + tail if parent.endswith(os.sep) else parent + os.sep + tail
+        try:
+            link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+        except OSError:
+            return candidate  # missing: realpath keeps such a component as it is
+        return os.path.realpath(candidate) if link else candidate
 
     def _checked(self, host_path: str) -> str:
         """``path()``, refusing a symlink that resolves outside the root."""
@@ -291,28 +308,45 @@ class Host:
     def read(self, host_path: str, *, limit: int = MAX_ATTR_BYTES) -> str:
         """Read a file as text (invalid UTF-8 replaced); raise :class:`HostIOError` with the errno
         (:class:`EscapeError` outside the root, :class:`NotRegularError` for a FIFO and the like)."""
+        fd = -1
+        if not self.is_live and host_path.startswith("/") and "\x00" not in host_path:
+            # The usual case in one system call less: the directory resolved (cached) and inside the
+            # root, the file itself opened with O_NOFOLLOW; a symlink (ELOOP) takes the full check.
+            head, _, tail = (self._real_root + host_path).rpartition("/")
+            if tail and ".." not in host_path.split("/"):
+                parent = self._resolved_dir(head)
+                root = self._real_root
+                if parent == root or parent.startswith(root + os.sep):
+                    try:
+                        fd = open_regular(parent + "/" + tail, os.O_RDONLY | _NOFOLLOW, host_path)
+                    except OSError as e:
+                        if e.errno != errno_mod.ELOOP or not _NOFOLLOW:
+                            raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
+        if fd < 0:
+            try:
+                real = self._checked(host_path)
+            except ConfinementError as e:
+                raise EscapeError(host_path, self._escaped_to) from e
+            try:
+                fd = open_regular(real, os.O_RDONLY, host_path)
+            except OSError as e:
+                raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
+        read = os.read
         try:
-            real = self._checked(host_path)
-        except ConfinementError as e:
-            raise EscapeError(host_path, self._escaped_to) from e
-        try:
-            fd = open_regular(real, os.O_RDONLY, host_path)
+            data = read(fd, min(_FIRST_READ, limit + 1))
+            if len(data) == _FIRST_READ:  # a larger file: read on up to the limit
+                parts, size = [data], len(data)
+                while size <= limit:
+                    chunk = read(fd, min(1 << 16, limit + 1 - size))
+                    if not chunk:
+                        break
+                    parts.append(chunk)
+                    size += len(chunk)
+                data = b"".join(parts)
         except OSError as e:
             raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
-        try:
-            with open(fd, "rb", buffering=0, closefd=True) as fh:
-                data = fh.read(min(_FIRST_READ, limit + 1))
-                if len(data) == _FIRST_READ:  # a larger file: read on up to the limit
-                    parts, size = [data], len(data)
-                    while size <= limit:
-                        chunk = fh.read(min(1 << 16, limit + 1 - size))
-                        if not chunk:
-                            break
-                        parts.append(chunk)
-                        size += len(chunk)
-                    data = b"".join(parts)
-        except OSError as e:
-            raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
+        finally:
+            os.close(fd)
         if len(data) > limit:
             raise HostIOError(errno_mod.EFBIG, host_path, f"larger than {limit} bytes")
         return data.decode("utf-8", errors="replace")
@@ -339,11 +373,16 @@ class Host:
         ``negative``, ``absurdly large``)."""
         from joulectl.units import MAX_SYSFS_INT, parse_sysfs_int
 
-        attr = self.read_attr(host_path)
-        if not attr.value:
-            return None, attr.reason or "empty"
         try:
-            return parse_sysfs_int(attr.value, base=base, limit=MAX_SYSFS_INT if limit is None else limit), None
+            text = self.read(host_path).strip()
+        except (EscapeError, NotRegularError) as e:
+            return None, Attr(None, e.errno, e.strerror).reason
+        except HostIOError as e:
+            return None, Attr(None, e.errno).reason
+        if not text:
+            return None, "empty"
+        try:
+            return parse_sysfs_int(text, base=base, limit=MAX_SYSFS_INT if limit is None else limit), None
         except ValueError as e:
             return None, str(e)
 

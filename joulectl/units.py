@@ -27,6 +27,11 @@ def parse_sysfs_int(text: str, *, base: int = 10, limit: int = MAX_SYSFS_INT) ->
     go through it). Raises ``ValueError`` with the reason, for the device's "unknown" row:
     ``not a number: '...'``, ``negative: ...``, ``absurdly large: ...``.
     """
+    if base == 10 and text.isdigit() and text.isascii() and len(text) <= _MAX_DIGITS:
+        value = int(text)  # the common case: one word of ASCII digits
+        if value > limit:
+            raise ValueError(f"absurdly large: {value}")
+        return value
     words = text.split()
     word = words[0] if words else ""
     digits = word

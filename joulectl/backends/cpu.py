@@ -246,8 +246,12 @@ def _cpus(text: str | None) -> list[int]:
     return out
 
 
-def read_policies(host: Host) -> list[CpufreqPolicy]:
+def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
     """Every ``policy<N>`` directory, in N order.
+
+    Without ``details`` (discover and cap, which report the node's aggregates), a policy's
+    ``scaling_cur_freq`` is not read (``cur_khz`` None) and its CPUs only for the first policy
+    (the others' ``cpus`` empty): two reads fewer per policy, 768 on a 384-thread host.
 
     ``scaling_driver`` and ``scaling_available_governors`` are system-wide (one cpufreq driver,
     one governor registry), so they are read from the first policy only; the available EPP list
@@ -290,7 +294,7 @@ def read_policies(host: Host) -> list[CpufreqPolicy]:
             CpufreqPolicy(
                 name=name,
                 path=p,
-                cpus=_cpus(attr("affected_cpus") or attr("related_cpus")),
+                cpus=_cpus(attr("affected_cpus") or attr("related_cpus")) if details or i == 0 else [],
                 driver=driver,
                 governor=governor,
                 available_governors=list(governors),
@@ -299,7 +303,7 @@ def read_policies(host: Host) -> list[CpufreqPolicy]:
                 min_khz=num("cpuinfo_min_freq"),
                 max_khz=num("cpuinfo_max_freq"),
                 base_khz=num("base_frequency"),
-                cur_khz=num("scaling_cur_freq"),
+                cur_khz=num("scaling_cur_freq") if details else None,
                 layout=layout,
             )
         )
@@ -359,8 +363,9 @@ def _turbo(host: Host, policies: list[CpufreqPolicy]) -> bool | None:
 # -- discover ---------------------------------------------------------------------------------------
 
 
-def discover(host: Host) -> CpuInventory:
-    """The node's CPUs; every unreadable value is unknown and the reasons say why."""
+def discover(host: Host, *, details: bool = True) -> CpuInventory:
+    """The node's CPUs; every unreadable value is unknown and the reasons say why. ``details``:
+    see :func:`read_policies` (the governor commands need every policy's CPUs and clock)."""
     from joulectl.catalog import load
 
     warnings: list[str] = []
@@ -388,7 +393,7 @@ def discover(host: Host) -> CpuInventory:
     exactness = "exact" if entry else ("proxy" if raw_model else "generic")
 
     zones = read_zones(host)
-    policies = read_policies(host)
+    policies = read_policies(host, details=details)
     packages = [z for z in zones if z.kind == "package"]
 
     lts = [z.long_term for z in packages if z.long_term is not None]

@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from joulectl.backends.base import PRIVILEGE_HINT, BackendUnavailable, WriteOutcome, normalize_bus_id
-from joulectl.backends.nvidia_messages import BUS, decide
 from joulectl.backends.pci import VENDOR_NVIDIA, fmt_w, gpu_functions, range_text, smi_bus_id
 from joulectl.host import Host, ToolError, ToolResult
 from joulectl.models import Control, GpuDevice, PowerRange, Status
@@ -53,7 +52,6 @@ QUERY_ARGV = (SMI, "-q", "-x")
 READBACK_ARGV = (SMI, "--query-gpu=pci.bus_id,power.limit,enforced.power.limit", "--format=csv,noheader,nounits")
 
 _NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_ANY_BUS = re.compile(BUS)
 
 __all__ = ["discover", "is_available", "parse_smi_xml", "parse_value", "set_caps", "transport", "vendor"]
 
@@ -470,6 +468,9 @@ def _smi_set_group(host: Host, group: list[tuple[GpuDevice, float]]) -> dict[str
         res = host.run(argv)
     except ToolError as e:
         return {g.bus_id: WriteOutcome(g.bus_id, Status.ERROR, f"nvidia-smi -pl: {e}") for g, _ in group}
+    # The message table (a score of compiled patterns) is imported by the writes alone, not by discover.
+    from joulectl.backends.nvidia_messages import decide
+
     verdicts = decide(f"{res.stdout}\n{res.stderr}", res.returncode, [g.bus_id for g, _ in group])
     out = {}
     for gpu, _ in group:
@@ -508,10 +509,13 @@ def _smi_readback(host: Host) -> tuple[dict[str, tuple[float | None, float | Non
         return {}, str(e)
     if res.returncode != 0:
         return {}, f"nvidia-smi --query-gpu exited {res.returncode}: {_first_line(res.stderr, res.stdout)}"
+    from joulectl.backends.nvidia_messages import BUS
+
+    any_bus = re.compile(BUS)
     values: dict[str, tuple[float | None, float | None]] = {}
     for line in res.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 2 or not _ANY_BUS.fullmatch(parts[0]):
+        if len(parts) < 2 or not any_bus.fullmatch(parts[0]):
             continue
         values[normalize_bus_id(parts[0])] = (parse_value(parts[1]), parse_value(parts[2]) if len(parts) > 2 else None)
     return values, None

@@ -64,12 +64,16 @@ def _unprobed_cpu() -> CpuInventory:
     )
 
 
-def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None) -> NodeInventory:
-    """Everything ``discover`` reports about the node under ``host``. Reads only."""
+def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None,
+              policy_details: bool = False) -> NodeInventory:
+    """Everything ``discover`` reports about the node under ``host``. Reads only.
+
+    ``policy_details``: every cpufreq policy's CPUs and current clock too (the governor commands);
+    discover and cap report the aggregates only (:func:`joulectl.backends.cpu.read_policies`)."""
     if cpu:
         from joulectl.backends import cpu as cpu_backend
 
-        cpu_inv = cpu_backend.discover(host)
+        cpu_inv = cpu_backend.discover(host, details=policy_details)
     else:
         cpu_inv = _unprobed_cpu()
     if not cpu and host.exists("/proc/cpuinfo"):

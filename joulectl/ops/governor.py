@@ -286,7 +286,7 @@ def show(
 def _inventory(host: Host, gpu: bool, cpu: bool) -> NodeInventory:
     from joulectl.ops.discover import inventory
 
-    return inventory(host, gpus=gpu or not cpu, cpu=cpu or not gpu)
+    return inventory(host, gpus=gpu or not cpu, cpu=cpu or not gpu, policy_details=True)
 
 
 def _targets(gpu: bool, cpu: bool, selectors: Sequence[str], inv: NodeInventory) -> tuple[bool, bool]:
