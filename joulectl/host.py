@@ -29,6 +29,7 @@ MAX_ATTR_BYTES = 1 << 20
 _FIRST_READ = 4096
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 #: Most a tool may print: ``nvidia-smi -q -x`` of eight GPUs is ~0.5 MiB; past these the tool is
 #: killed and its run fails (a tool that prints for ever would take all the memory).
 MAX_TOOL_STDOUT = MAX_ATTR_BYTES * 8
@@ -359,6 +360,56 @@ class Host:
             return Attr(None, e.errno, e.strerror)
         except HostIOError as e:
             return Attr(None, e.errno)
+
+    def read_attrs(self, host_dir: str, leaves: Sequence[str]) -> dict[str, Attr]:
+        """:meth:`read_attr` of ``host_dir/<leaf>`` for each of ``leaves``, opened relative to the
+        directory (``dir_fd``): its path is resolved and checked once, each leaf opened with
+        ``O_NOFOLLOW`` (half the cost of one :meth:`read_attr` per file on a 384-policy host). A
+        leaf that is a symlink, not a regular file or larger than a page goes through
+        :meth:`read_attr`, as does every leaf of a Host whose :meth:`read` is replaced (test doubles).
+        """
+        out: dict[str, Attr] = {}
+        dfd = -1
+        if not self.is_live and type(self).read is Host.read and host_dir.startswith("/") \
+                and ".." not in host_dir.split("/") and "\x00" not in host_dir:
+            resolved = self._resolved_dir(self._real_root + host_dir.rstrip("/"))
+            root = self._real_root
+            if resolved == root or resolved.startswith(root + os.sep):
+                try:
+                    dfd = os.open(resolved, os.O_RDONLY | _DIR_FLAGS)
+                except OSError:
+                    dfd = -1
+        if dfd < 0:
+            return {leaf: self.read_attr(f"{host_dir}/{leaf}") for leaf in leaves}
+        flags = os.O_RDONLY | _OPEN_FLAGS | _NOFOLLOW
+        try:
+            for leaf in leaves:
+                if "/" in leaf or leaf in ("", ".", ".."):
+                    out[leaf] = self.read_attr(f"{host_dir}/{leaf}")
+                    continue
+                try:
+                    fd = os.open(leaf, flags, dir_fd=dfd)
+                except OSError as e:
+                    out[leaf] = (self.read_attr(f"{host_dir}/{leaf}") if e.errno == errno_mod.ELOOP
+                                 else Attr(None, e.errno or errno_mod.EIO))
+                    continue
+                data: bytes | None = None
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        os.set_blocking(fd, True)
+                        data = os.read(fd, _FIRST_READ)
+                except OSError as e:
+                    out[leaf] = Attr(None, e.errno or errno_mod.EIO)
+                    continue
+                finally:
+                    os.close(fd)
+                if data is None or len(data) >= _FIRST_READ:
+                    out[leaf] = self.read_attr(f"{host_dir}/{leaf}")  # not a plain attribute: the full path
+                else:
+                    out[leaf] = Attr(data.decode("utf-8", errors="replace").strip())
+        finally:
+            os.close(dfd)
+        return out
 
     def read_int(self, host_path: str, *, base: int = 10, limit: int | None = None) -> int | None:
         """An integer attribute (its first word, in ``base``: 16 for PCI ids, ``0x`` allowed), or

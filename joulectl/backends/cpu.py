@@ -36,7 +36,7 @@ from dataclasses import replace
 from joulectl.backends.base import WriteOutcome
 from joulectl.backends.pci import fmt_w, write_uw_verified
 from joulectl.errors import ConfinementError
-from joulectl.host import Host
+from joulectl.host import Attr, Host
 from joulectl.models import Control, CpufreqPolicy, CpuInventory, PowercapConstraint, PowercapZone, PowerRange, Status
 from joulectl.units import MAX_POWER_UW, khz_to_mhz, parse_sysfs_int, uw_to_w
 
@@ -47,6 +47,10 @@ CPU_DIR = "/sys/devices/system/cpu"
 _ZONE_ID = re.compile(r"^(?P<type>[a-z0-9_-]+):(?P<ids>[0-9a-f]+(?::[0-9a-f]+)*)$")
 _PACKAGE = re.compile(r"^package-(\d+)")
 _POLICY = re.compile(r"^policy(\d+)$")
+#: The attributes read from every policy (discover, cap), and with the details (the governor).
+_PER_POLICY = ("scaling_governor", "energy_performance_preference", "cpuinfo_min_freq", "cpuinfo_max_freq",
+               "base_frequency")
+_PER_POLICY_DETAILS = (*_PER_POLICY, "affected_cpus", "scaling_cur_freq")
 
 LOCKED_MESSAGE = "limit locked by firmware"
 
@@ -272,17 +276,25 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
     # The driver defines which attributes a policy has: files missing from the first policy
     # (base_frequency on amd-pstate, EPP without HWP) are not looked for in the others.
     leaves = set(host.listdir(dirs[0])) if dirs else set()
+    # What every policy is read for, in one pass over its directory (Host.read_attrs).
+    wanted = [leaf for leaf in (_PER_POLICY_DETAILS if details else _PER_POLICY) if not leaves or leaf in leaves]
     for i, (name, p) in enumerate(zip(names, dirs, strict=True)):
+        got = host.read_attrs(p, wanted)
 
-        def attr(leaf: str, base: str = p) -> str | None:
+        def attr(leaf: str, base: str = p, got: dict[str, Attr] = got) -> str | None:
             if leaves and leaf not in leaves:
                 return None
-            return host.read_attr(f"{base}/{leaf}").value or None
+            hit = got.get(leaf)
+            return (hit if hit is not None else host.read_attr(f"{base}/{leaf}")).value or None
 
         def num(leaf: str, base: str = p) -> int | None:
-            if leaves and leaf not in leaves:
+            text = attr(leaf, base)
+            if text is None:
                 return None
-            return host.read_int(f"{base}/{leaf}")
+            try:
+                return parse_sysfs_int(text)
+            except ValueError:
+                return None
 
         if i == 0:
             driver = attr("scaling_driver")
