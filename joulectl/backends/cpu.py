@@ -36,7 +36,7 @@ from dataclasses import replace
 from joulectl.backends.base import WriteOutcome
 from joulectl.backends.pci import fmt_w, write_uw_verified
 from joulectl.errors import ConfinementError
-from joulectl.host import Attr, Host
+from joulectl.host import Host
 from joulectl.models import Control, CpufreqPolicy, CpuInventory, PowercapConstraint, PowercapZone, PowerRange, Status
 from joulectl.units import MAX_POWER_UW, khz_to_mhz, parse_sysfs_int, uw_to_w
 
@@ -276,16 +276,17 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
     # The driver defines which attributes a policy has: files missing from the first policy
     # (base_frequency on amd-pstate, EPP without HWP) are not looked for in the others.
     leaves = set(host.listdir(dirs[0])) if dirs else set()
-    # What every policy is read for, in one pass over its directory (Host.read_attrs).
+    # What every policy is read for, in one pass over its directory (Host.read_values).
     wanted = [leaf for leaf in (_PER_POLICY_DETAILS if details else _PER_POLICY) if not leaves or leaf in leaves]
     for i, (name, p) in enumerate(zip(names, dirs, strict=True)):
-        got = host.read_attrs(p, wanted)
+        got = host.read_values(p, wanted)
 
-        def attr(leaf: str, base: str = p, got: dict[str, Attr] = got) -> str | None:
+        def attr(leaf: str, base: str = p, got: dict[str, str | None] = got) -> str | None:
             if leaves and leaf not in leaves:
                 return None
-            hit = got.get(leaf)
-            return (hit if hit is not None else host.read_attr(f"{base}/{leaf}")).value or None
+            if leaf in got:
+                return got[leaf] or None
+            return host.read_attr(f"{base}/{leaf}").value or None
 
         def num(leaf: str, base: str = p) -> int | None:
             text = attr(leaf, base)

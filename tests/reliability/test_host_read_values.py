@@ -1,0 +1,57 @@
+"""Host.read_values (one directory, many attributes, opened relative to it) reads what read_attr
+reads for each file: plain values, missing files, symlinks inside and outside the root, a FIFO, a
+directory, a large file, and a directory that is itself a symlink out of the root."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from joulectl.host import Host
+
+LEAVES = ["plain", "missing", "inside", "outside", "fifo", "subdir", "big", "empty"]
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    d = root / "sys" / "devices" / "system" / "cpu" / "cpufreq" / "policy0"
+    d.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("42\n")
+    (d / "plain").write_text("powersave\n")
+    (root / "sys" / "real").write_text("800000\n")
+    (d / "inside").symlink_to("../../../../../real")
+    (d / "outside").symlink_to(outside / "secret")
+    os.mkfifo(d / "fifo")
+    (d / "subdir").mkdir()
+    (d / "big").write_text("x" * 5000)
+    (d / "empty").write_text("")
+    (root / "sys" / "escape").symlink_to(outside)
+    return root
+
+
+def test_read_values_reads_what_read_attr_reads(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    d = "/sys/devices/system/cpu/cpufreq/policy0"
+    got = Host(str(root)).read_values(d, LEAVES)
+    one = {leaf: Host(str(root)).read_attr(f"{d}/{leaf}") for leaf in LEAVES}
+    assert got == {k: v.value for k, v in one.items()}
+    assert {k: (v[:12] if v else v) for k, v in got.items()} == {
+        "plain": "powersave", "missing": None, "inside": "800000", "outside": None, "fifo": None,
+        "subdir": None, "big": "xxxxxxxxxxxx", "empty": "",
+    }
+    assert len(got["big"] or "") == 5000
+    # read_attr says why for the ones read_values leaves None.
+    assert {k: v.reason for k, v in one.items() if v.value is None} == {
+        "missing": "ENOENT",
+        "outside": f"resolves outside the host root (to {tmp_path}/outside/secret)",
+        "fifo": "not a regular file (a FIFO)",
+        "subdir": "EISDIR",
+    }
+
+
+def test_read_values_of_a_directory_leaving_the_root(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    assert Host(str(root)).read_values("/sys/escape", ["secret", "nothing"]) == {"secret": None, "nothing": None}
+    assert Host(str(root)).read_values("/sys", ["real"]) == {"real": "800000"}
