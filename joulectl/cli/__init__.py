@@ -153,7 +153,10 @@ def run(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="joulectl", standalone_mode=False)
-        return int(rv) if isinstance(rv, int) else 0
+        code = int(rv) if isinstance(rv, int) else 0
+        if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into a silent Exit(130): say it, once
+            sys.stderr.write("joulectl: interrupted\n")
+        return code
     except JoulectlError as e:
         _error_line(str(e), e.hint)
         return int(e.exit_code)

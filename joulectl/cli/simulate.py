@@ -56,18 +56,24 @@ def _profiles_view(doc: dict[str, Any]) -> Any:
 
 
 def _progress(total: int, label: str) -> tuple[Any, Any]:
-    """A rich progress bar on a terminal, else nothing: returns (context, callback)."""
+    """A rich progress bar on a terminal, else nothing: returns (context, callback).
+
+    It shows what the render does from the start: each profile's shared store as it is prepared
+    (the fresh trees wait for it), then every tree rendered or resumed."""
     if not sys.stderr.isatty() or total < 2:
         return None, None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True), transient=True)
-    task = progress.add_task(label, total=total)
+                        TextColumn("{task.fields[now]}"), console=Console(stderr=True), transient=True)
+    task = progress.add_task(label, total=total, now="reading the trees")
 
-    def advance(_node: str, _what: str) -> None:
-        progress.advance(task)
+    def advance(name: str, what: str) -> None:
+        if what == "prepared":
+            progress.update(task, now=f"profile {name} prepared")
+        else:
+            progress.update(task, advance=1, now=f"{name} {what}")
 
     return progress, advance
 

@@ -194,14 +194,17 @@ class _Progress:
                                  TextColumn("{task.fields[w]}"), TimeElapsedColumn(),
                                  console=Console(file=sys.stderr), transient=True)
             self._bar.__enter__()
+            # shown from the first moment: the start renders or resumes every tree before a tick
+            self._trees = self._bar.add_task("trees", total=None, w="starting: reading the spec and the trees")
         return self
 
     def tree(self, node: str, action: str) -> None:
         if self._bar is None:
             return
+        if action == "prepared":
+            self._bar.update(self._trees, w=f"profile {node} prepared")
+            return
         self._tree_count += 1
-        if self._trees is None:
-            self._trees = self._bar.add_task("trees", total=None, w="")
         self._bar.update(self._trees, completed=self._tree_count, w=f"{node} {action}")
 
     def update(self, done: int, total: int | None, samples: list[Any]) -> None:

@@ -923,6 +923,13 @@ def _pool_render(i: int) -> tuple[str, str]:
     return node.name, "rendered"
 
 
+def _pool_init() -> None:
+    """A render worker leaves Ctrl-C to the parent (which stops the pool): no traceback per worker."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _auto_workers(fresh: int) -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cpus, 8)) if fresh >= 16 else 1
@@ -939,6 +946,9 @@ def render_nodes(
 
     Existing trees are checked and completed first, in order; then the fresh trees are rendered,
     on ``workers`` forked processes (default: one per CPU when there are 16 or more).
+    ``progress(name, what)`` is called with ``what`` ``"resumed"`` or ``"rendered"`` after every
+    tree, and ``"prepared"`` (``name`` the profile) after each profile's shared store, which the
+    fresh trees of that profile wait for.
     """
     global _POOL_NODES, _POOL_ROOT, _POOL_STORES
     if os.path.exists(root) and not os.path.isdir(root):
@@ -970,6 +980,8 @@ def render_nodes(
         key = node.profile.profile_hash()
         if key not in stores:
             stores[key] = _ensure_store(root, template(node.profile), key) if per_profile[key] > 1 else None
+            if progress:
+                progress(node.profile.name, "prepared")
     n_workers = _auto_workers(len(fresh)) if workers is None else max(1, workers)
     if n_workers > 1 and len(fresh) > 1:
         import multiprocessing
@@ -977,8 +989,9 @@ def render_nodes(
         _POOL_NODES, _POOL_ROOT, _POOL_STORES = fresh, root, stores
         ctx = multiprocessing.get_context("fork")
         try:
-            with ctx.Pool(n_workers) as pool:
-                for name, what in pool.imap_unordered(_pool_render, range(len(fresh)), chunksize=4):
+            with ctx.Pool(n_workers, initializer=_pool_init) as pool:
+                # one node per task: the progress moves with every tree, not every fourth
+                for name, what in pool.imap_unordered(_pool_render, range(len(fresh)), chunksize=1):
                     stats.rendered.append(name)
                     if progress:
                         progress(name, what)
