@@ -1,11 +1,11 @@
 """`joulectl cap`: set or restore GPU and CPU power caps, in watts or % of max, with readback."""
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from joulectl.cli.common import STATE, Devices, DryRun, Output, Wait, check_format
+from joulectl.cli.common import REPORT_FORMATS, STATE, Devices, DryRun, NoHeaders, Report, Wait, check_format
 
 _TWIN = "Apply a NodeTwin's caps and governor (- = stdin)."
 _SCHED = "Apply the eco schedule window in force now."
@@ -38,13 +38,14 @@ def register(app: typer.Typer) -> None:
         model_presets: Annotated[
             str | None, typer.Option("--governor-model-presets", metavar="FILE", help=_PRESETS)
         ] = None,
-        output: Output = "table",
+        output: Report = "table",
+        no_headers: NoHeaders = False,
     ) -> None:
         """Set or restore power caps, read back and journaled (exit 4 refused, 5 partial, 7 lock busy)."""
         from joulectl.ops.cap import build_request, execute
         from joulectl.render import emit, warn
 
-        fmt = check_format(output, ("table", "json", "yaml"))
+        fmt = check_format(output, REPORT_FORMATS, no_headers)
         req = build_request(
             watts=watts, pct=pct, restore=restore, from_twin=from_twin, schedule=schedule, at=at,
             any_node=any_node, gpu=gpu, cpu=cpu, all_=all_, selectors=device or (), dry_run=dry_run,
@@ -57,22 +58,43 @@ def register(app: typer.Typer) -> None:
             from joulectl.ops.schedule import describe_dict
 
             sys.stderr.write(f"joulectl: schedule: {describe_dict(report.schedule)}\n")
-        emit(report.to_dict(), fmt, lambda: _table(report))
+        emit(None, fmt, out=_view(report))
         err = report.error()
         if err is not None:
             raise err
 
 
+def _columns() -> list[Any]:
+    """The cap table's columns, and ``-o csv``'s (nvidia-smi's ``power.limit`` naming)."""
+    from joulectl.render import Column
+
+    return [
+        Column("DEVICE", lambda r: r.device, "device"),
+        Column(None, lambda r: r.vendor, "vendor"),
+        Column("MODEL", lambda r: r.model or "-", "name"),
+        Column("BEFORE", lambda r: r.before_w, "power.limit.before", "W"),
+        Column("TARGET", lambda r: r.target_w, "power.limit.target", "W"),
+        Column("AFTER", lambda r: r.after_w, "power.limit.after", "W"),
+        Column("STATUS", lambda r: r.status.value, "status"),
+        Column("MESSAGE", lambda r: r.message, "message"),
+    ]
+
+
+def _view(report: Any) -> Any:
+    """cap in every ``-o`` format: one csv row and one ``device/<id>`` name per capped device."""
+    from joulectl.render import View
+
+    return View(report.to_dict(), table=lambda wide: _table(report), csv=lambda: (_columns(), report.results),
+                names=lambda: [f"device/{r.device}" for r in report.results],
+                items=lambda: report.to_dict()["results"])
+
+
 def _table(report: object) -> str:
     from joulectl.ops.cap import CapReport
-    from joulectl.render import fmt_num, table
+    from joulectl.render import columns_table, table
 
     assert isinstance(report, CapReport)
-    text = table(
-        ("DEVICE", "MODEL", "BEFORE", "TARGET", "AFTER", "STATUS", "MESSAGE"),
-        [(r.device, r.model or "-", fmt_num(r.before_w, " W"), fmt_num(r.target_w, " W"), fmt_num(r.after_w, " W"),
-          r.status.value, r.message) for r in report.results],
-    ) if report.results else ""
+    text = columns_table(_columns(), report.results) if report.results else ""
     if report.governor_results:
         text += table(
             ("DEVICE", "MODEL", "PRESET", "BEFORE", "AFTER", "STATUS", "MESSAGE"),

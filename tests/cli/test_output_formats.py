@@ -198,3 +198,18 @@ def test_simulate_status_formats(cli, tmp_path: Path) -> None:
         "NODE", "PROFILE", "TICKS", "POWER", "ENERGY", "CAPS"]
     assert _ok(cli, "simulate", "status", "--root", root, "-o", "wide").splitlines()[0].split() == [
         "NODE", "PROFILE", "TICKS", "POWER", "ENERGY", "CAPS", "GOVERNORS"]
+
+
+def test_cap_formats(cli, mi250x: Path) -> None:
+    cap = ("--root", mi250x, "cap", "--pct", "80", "--dry-run")
+    csv = _ok(cli, *cap, "-o", "csv").splitlines()
+    assert csv[:3] == [
+        "device, vendor, name, power.limit.before [W], power.limit.target [W], power.limit.after [W], status, message",
+        "0000:c1:00.0, amd, AMD Instinct MI250X, 500 W, 448 W, [N/A], planned, would set 448 W",
+        "0000:c6:00.0, amd, AMD Instinct MI250X, [N/A], [N/A], [N/A], skipped, limited through primary 0000:c1:00.0",
+    ]
+    assert _ok(cli, *cap, "-o", "name").splitlines()[:2] == ["device/0000:c1:00.0", "device/0000:c6:00.0"]
+    assert _ok(cli, *cap, "-o", "custom-columns=DEV:.device,TARGET:.targetWatts").splitlines()[:3] == [
+        "DEV           TARGET", "0000:c1:00.0  448", "0000:c6:00.0  <none>"]
+    assert _ok(cli, *cap, "--no-headers").splitlines()[0].split() == [
+        "0000:c1:00.0", "AMD", "Instinct", "MI250X", "500", "W", "448", "W", "-", "planned", "would", "set", "448", "W"]
