@@ -303,8 +303,8 @@ def _gpus(r: dict[str, Any]) -> str:
 
 
 def plan_columns() -> list[Any]:
-    """The plan table's columns (render.Column), and ``-o csv``'s: ``-o wide`` adds the headroom and
-    cooling factors."""
+    """The plan table's columns (render.Column), and ``-o csv``'s: ``-o wide`` adds the measured
+    power, the hardware family and the density."""
     from joulectl.render import Column, fmt_num
 
     def cap(pct: Any, w: Any, unit: str) -> str:
@@ -327,8 +327,11 @@ def plan_columns() -> list[Any]:
         Column(None, lambda r: r["cpuCapWatts"], "cpu.cap_watts", "W"),
         Column("TDP", lambda r: r["nodeTdpW"], "tdp", "W"),
         Column("BUDGET", lambda r: r["plannedW"], "budget", "W"),
-        Column("HEADROOM", lambda r: r["headroom"], "headroom", wide=True),
-        Column("COOLING", lambda r: r["cooling"], "cooling", wide=True),
+        Column("MEASURED", lambda r: r["measuredW"], "power.measured", "W", wide=True),
+        Column("HEADROOM", lambda r: r["headroom"], "headroom"),
+        Column("COOLING", lambda r: r["cooling"], "cooling"),
+        Column("FAMILY", lambda r: r["family"], "family", wide=True),
+        Column("DENSITY", lambda r: r["density"], "density", wide=True),
         Column("NOTES", lambda r: "; ".join(r["notes"]), "notes", cell=lambda r: "; ".join(r["notes"])),
     ]
 

@@ -137,18 +137,21 @@ def test_plan_formats(cli) -> None:
     csv = _ok(cli, "plan", CLUSTER, "-o", "csv").splitlines()
     assert csv[:3] == [
         "node, profile, class, gpu.count, gpu.power_domains, gpu.cap [%], gpu.cap_per_gpu [W], gpu.governor, "
-        "cpu.cap [%], cpu.cap_watts [W], tdp [W], budget [W], headroom, cooling, notes",
-        "cpu-0, performance, performance, 0, 0, [N/A], [N/A], [N/A], 100 %, [N/A], 540 W, 540 W, 100, 0, [N/A]",
-        "cpu-1, eco, eco, 0, 0, [N/A], [N/A], [N/A], 60 %, [N/A], 540 W, 324 W, 100, 0, [N/A]",
+        "cpu.cap [%], cpu.cap_watts [W], tdp [W], budget [W], power.measured [W], headroom, cooling, family, "
+        "density, notes",
+        "cpu-0, performance, performance, 0, 0, [N/A], [N/A], [N/A], 100 %, [N/A], 540 W, 540 W, 0 W, 100, 0, "
+        "cpu:INTEL_XEON_GOLD_6530, 16384, [N/A]",
+        "cpu-1, eco, eco, 0, 0, [N/A], [N/A], [N/A], 60 %, [N/A], 540 W, 324 W, 0 W, 100, 0, "
+        "cpu:INTEL_XEON_GOLD_6530, 16384, [N/A]",
     ]
     table = _ok(cli, "plan", CLUSTER).splitlines()
     assert table[0].split() == ["NODE", "PROFILE", "CLASS", "GPUS", "GPU", "CAP", "GOVERNOR", "CPU", "CAP", "TDP",
-                                "BUDGET", "NOTES"]
+                                "BUDGET", "HEADROOM", "COOLING", "NOTES"]
     wide = _ok(cli, "plan", CLUSTER, "-o", "wide").splitlines()
     assert wide[0].split() == ["NODE", "PROFILE", "CLASS", "GPUS", "GPU", "CAP", "GOVERNOR", "CPU", "CAP", "TDP",
-                               "BUDGET", "HEADROOM", "COOLING", "NOTES"]
+                               "BUDGET", "MEASURED", "HEADROOM", "COOLING", "FAMILY", "DENSITY", "NOTES"]
     assert wide[1].split() == ["cpu-0", "performance", "performance", "-", "-", "-", "100%", "540", "W", "540", "W",
-                               "100", "0"]
+                               "0", "W", "100", "0", "cpu:INTEL_XEON_GOLD_6530", "16384"]
     template = '{range .items[0:2]}{.metadata.name}={.spec.profile}{"\\n"}{end}'
     assert _ok(cli, "plan", CLUSTER, "-o", f"jsonpath={template}") == "cpu-0=performance\ncpu-1=eco\n"
     rows = _ok(cli, "plan", CLUSTER, "-o", "custom-columns=NODE:.metadata.name,PROFILE:.spec.profile",
