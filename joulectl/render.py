@@ -318,6 +318,13 @@ def objects(data: Any) -> list[Any]:
     return data if isinstance(data, list) else [data]
 
 
+def kind_name(kind: str, api_version: str, name: str) -> str:
+    """kubectl's ``-o name``: ``pod/x`` for the core group, ``deployment.apps/x``,
+    ``nodetwin.joulie.io/x`` for the others."""
+    group = api_version.rpartition("/")[0]
+    return f"{kind.lower()}{'.' + group if group else ''}/{name}"
+
+
 def default_names(data: Any) -> list[str]:
     from joulectl.errors import InputError
 
@@ -326,7 +333,7 @@ def default_names(data: Any) -> list[str]:
         name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
         if not name:
             raise InputError("this output has no named objects to print", field="-o name")
-        out.append(f"{str(obj.get('kind', 'object')).lower()}/{name}")
+        out.append(kind_name(str(obj.get("kind", "object")), str(obj.get("apiVersion", "")), name))
     return out
 
 

@@ -121,6 +121,9 @@ def register(app: typer.Typer) -> None:
             raise err
 
 
+#: the API group of each workload kind schedule-check reads (``-o name`` prints ``deployment.apps/x``)
+_API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
+                 "Job": "batch/v1", "CronJob": "batch/v1"}
 #: fitting nodes a pod's table lists (the JSON lists every node; -o wide too)
 BEST_NODES = 5
 #: example nodes named per grouped reason (-o wide names every node)
@@ -130,7 +133,7 @@ EXAMPLES = 3
 def _view(report: CheckReport) -> Any:
     """schedule-check in every ``-o`` format: the ScheduleCheck document, its tables (``-o wide``
     lists every node), one csv row and one ``kind/name`` per pod, custom-columns over the pods."""
-    from joulectl.render import Column, View
+    from joulectl.render import Column, View, kind_name
 
     cols = [
         Column(None, lambda v: v.demand.namespace, "namespace"),
@@ -145,7 +148,8 @@ def _view(report: CheckReport) -> Any:
         Column(None, lambda v: len(v.nodes), "nodes.checked"),
     ]
     return View(report.document, table=lambda wide: _table(report, wide), csv=lambda: (cols, report.verdicts),
-                names=lambda: [f"{v.demand.pod.kind.lower()}/{v.demand.name}" for v in report.verdicts],
+                names=lambda: [kind_name(v.demand.pod.kind, _API_VERSIONS.get(v.demand.pod.kind, "v1"), v.demand.name)
+                               for v in report.verdicts],
                 items=lambda: list(report.document["pods"]))
 
 

@@ -46,13 +46,14 @@ def _profile_columns() -> list[Any]:
 
 
 def _profiles_view(doc: dict[str, Any]) -> Any:
-    from joulectl.render import View, columns_table
+    from joulectl.render import View, columns_table, kind_name
 
     rows = doc["items"]
     cols = _profile_columns()
     return View(doc, table=lambda wide: columns_table(cols, rows, wide=wide,
                                                       title="Hardware profiles (sources: -o yaml)"),
-                csv=lambda: (cols, rows), names=lambda: [f"hardwareprofile/{r['name']}" for r in rows])
+                csv=lambda: (cols, rows),
+                names=lambda: [kind_name("HardwareProfile", doc["apiVersion"], r["name"]) for r in rows])
 
 
 def _progress(total: int, label: str) -> tuple[Any, Any]:

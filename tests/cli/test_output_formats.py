@@ -65,7 +65,7 @@ def test_discover_wide_adds_columns(cli, mi250x: Path) -> None:
 
 
 def test_discover_name_jsonpath_custom_columns(cli, mi250x: Path) -> None:
-    assert _ok(cli, "--root", mi250x, "discover", "-o", "name") == "nodehardware/mi250x-node-01\n"
+    assert _ok(cli, "--root", mi250x, "discover", "-o", "name") == "nodehardware.joulie.io/mi250x-node-01\n"
     assert _ok(cli, "--root", mi250x, "discover", "-o", "jsonpath={.status.gpu.devices[0:3].busId}") == (
         "0000:c1:00.0 0000:c6:00.0 0000:c9:00.0")
     template = '{range .status.gpu.devices[?(@.holdsLimit==true)]}{.busId}={.currentCapWatts}{"\\n"}{end}'
@@ -132,8 +132,8 @@ def test_governor_show_formats(cli, mi250x: Path) -> None:
 # --- plan, schedule-check, simulate ----------------------------------------------------------------
 
 def test_plan_formats(cli) -> None:
-    assert _ok(cli, "plan", CLUSTER, "-o", "name").splitlines()[:3] == ["nodetwin/cpu-0", "nodetwin/cpu-1",
-                                                                       "nodetwin/cpu-2"]
+    assert _ok(cli, "plan", CLUSTER, "-o", "name").splitlines()[:3] == [
+        "nodetwin.joulie.io/cpu-0", "nodetwin.joulie.io/cpu-1", "nodetwin.joulie.io/cpu-2"]
     csv = _ok(cli, "plan", CLUSTER, "-o", "csv").splitlines()
     assert csv[:3] == [
         "node, profile, class, gpu.count, gpu.power_domains, gpu.cap [%], gpu.cap_per_gpu [W], gpu.governor, "
@@ -162,6 +162,10 @@ def test_plan_formats(cli) -> None:
 def test_schedule_check_formats(cli) -> None:
     check = ("schedule-check", "--spec", CLUSTER, TRAINING)
     assert _ok(cli, *check, "-o", "name") == "pod/llm-train\n"
+    both = ("schedule-check", "--spec", CLUSTER, str(REPO / "examples" / "pods" / "inference-deployment.yaml"),
+            str(REPO / "examples" / "pods" / "nightly-cronjob.yaml"), "-o", "name")
+    r = cli(*both)
+    assert r.stdout == "deployment.apps/embeddings\ncronjob.batch/nightly-eval\n"  # kubectl's resource.group/name
     assert _ok(cli, *check, "-o", "csv,nounits") == (
         "namespace, name, kind, class, gpus, replicas, fits, best_node, nodes.fitting, nodes.checked\n"
         "ml, llm-train, Pod, performance, 8, 1, yes, reserved-0, 3, 17\n")
@@ -172,7 +176,7 @@ def test_schedule_check_formats(cli) -> None:
 
 def test_simulate_profiles_formats(cli) -> None:
     names = _ok(cli, "simulate", "profiles", "-o", "name").splitlines()
-    assert "hardwareprofile/nvidia-h100-sxm-8gpu" in names and len(names) == len(set(names))
+    assert "hardwareprofile.sim.joulie.io/nvidia-h100-sxm-8gpu" in names and len(names) == len(set(names))
     csv = _ok(cli, "simulate", "profiles", "-o", "csv").splitlines()
     assert csv[0] == ("name, extends, cpu.name, cpu.sockets, cpu.threads, cpufreq.driver, powercap.zones, gpu.name, "
                       "gpu.count, gpu.exposure, sources")
