@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""Mutation testing of joulectl's core modules: does the suite notice a small bug?
+
+Each mutant is one small change to one module (a comparison flipped, ``and``/``or`` swapped, a
+``not`` dropped, ``+``/``-`` or ``*``/``/`` swapped, a number moved by one, ``True``/``False``
+swapped, ``max``/``min`` swapped). The script writes the mutant into the module file **in place**
+(so the ``python -m joulectl`` subprocesses and the emulator's fake tools that the tests start run
+it too), runs only the tests that cover that module (``MAP``) with a per-mutant timeout, and puts
+the file back (content and mtime) before the next one. A mutant is *killed* when those tests fail
+(or time out), *survived* when they pass.
+
+Why our own script and not mutmut: mutmut 3 first runs the whole suite to map tests to functions
+(13 minutes alone here, 30+ under load), and its trampolines live in a copy of the tree that the
+tests' subprocesses and fake tools do not import; mutmut 2 runs one runner command for every
+mutant. This script maps module -> test files by hand, needs no clean full run, and its mutants
+reach every process the tests start.
+
+    python scripts/mutate.py --list                      # count the mutants per module
+    nice python scripts/mutate.py --sample 30 --seed 21  # 30 mutants per module group, seeded
+    nice python scripts/mutate.py --only 'joulectl/ops/cap.py:545:23:max->min'
+
+Results go to ``--out`` (JSON lines, one per mutant) and a summary to stdout. The working tree
+must have no uncommitted change in the mutated files; they are restored on exit, on Ctrl-C too.
+Survivors are judged by hand: equivalent (no test could tell) or a missing test; docs/TESTING.md
+lists the last run's figures and every survivor with its verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: module group -> (modules, the test files that cover them, fastest first)
+MAP: dict[str, tuple[list[str], list[str]]] = {
+    "ops/cap.py": (["joulectl/ops/cap.py"], [
+        "tests/ops/test_cap.py", "tests/ops/test_cap_boundaries.py", "tests/ops/test_cap_nvml.py",
+        "tests/ops/test_cap_e2e.py"]),
+    "ops/governor.py": (["joulectl/ops/governor.py"], [
+        "tests/governor/test_contract.py", "tests/governor/test_regressions.py", "tests/governor/test_cli.py",
+        "tests/governor/test_amd.py", "tests/governor/test_cpu.py", "tests/governor/test_e2e.py"]),
+    "backends/": ([f"joulectl/backends/{m}.py" for m in (
+        "amd", "base", "cpu", "gov_amd", "gov_cpu", "gov_intel", "gov_nvidia", "intel", "nvidia",
+        "nvidia_messages", "nvml", "pci")], [
+        "tests/backends/test_errno_status.py", "tests/backends/test_nvidia_smi_limits.py",
+        "tests/backends", "tests/governor/test_amd.py", "tests/governor/test_cpu.py",
+        "tests/governor/test_intel.py", "tests/governor/test_nvidia.py", "tests/governor/test_nvml.py",
+        "tests/governor/test_legacy_cpufreq.py", "tests/ops/test_cap_boundaries.py", "tests/ops/test_cap_nvml.py",
+        "tests/cli/test_real_captures.py", "tests/cli/test_real_facts.py"]),
+    "scheduling/filters.py": (["joulectl/scheduling/filters.py"], [
+        "tests/scheduling/test_filters.py", "tests/scheduling/test_check.py", "tests/scheduling/test_hami.py",
+        "tests/scheduling/test_score.py", "tests/cli/test_schedule_check.py"]),
+    "sim/tick.py": (["joulectl/sim/tick.py"], [
+        "tests/sim/test_runtime_clock.py", "tests/sim/test_tick.py", "tests/sim/test_tick_kernel.py",
+        "tests/sim/test_tick_fidelity.py", "tests/sim/test_tick_readback.py", "tests/sim/test_intel_gt_freq.py",
+        "tests/sim/test_fake_tools.py"]),
+}
+
+COMPARE_SWAP = {ast.Lt: (ast.LtE, "<", "<="), ast.LtE: (ast.Lt, "<=", "<"), ast.Gt: (ast.GtE, ">", ">="),
+                ast.GtE: (ast.Gt, ">=", ">"), ast.Eq: (ast.NotEq, "==", "!="), ast.NotEq: (ast.Eq, "!=", "=="),
+                ast.Is: (ast.IsNot, "is", "is not"), ast.IsNot: (ast.Is, "is not", "is"),
+                ast.In: (ast.NotIn, "in", "not in"), ast.NotIn: (ast.In, "not in", "in")}
+BINOP_SWAP = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "/"), ast.Div: ("/", "*"),
+              ast.FloorDiv: ("//", "/")}
+
+
+@dataclass
+class Mutant:
+    id: str
+    file: str
+    line: int
+    desc: str
+    start: int  # byte offsets into the file
+    end: int
+    replacement: str
+
+
+def _offsets(source: bytes) -> list[int]:
+    out = [0]
+    for i, b in enumerate(source):
+        if b == 0x0A:
+            out.append(i + 1)
+    return out
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _annotation_nodes(tree: ast.AST) -> set[int]:
+    ids: set[int] = set()
+    for node in ast.walk(tree):
+        anns: list[ast.AST | None] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            anns.append(node.returns)
+            a = node.args
+            anns += [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+            anns += [a.vararg.annotation if a.vararg else None, a.kwarg.annotation if a.kwarg else None]
+        elif isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        for ann in anns:
+            if ann is not None:
+                ids.update(id(n) for n in ast.walk(ann))
+    return ids
+
+
+def mutants_of(rel: str) -> list[Mutant]:
+    """Every mutant of one file, in source order."""
+    path = REPO / rel
+    source = path.read_bytes()
+    tree = ast.parse(source)
+    lines = _offsets(source)
+    skip = _docstring_nodes(tree) | _annotation_nodes(tree)
+    text_lines = source.decode().splitlines()
+    out: list[Mutant] = []
+
+    def pos(lineno: int, col: int) -> int:
+        return lines[lineno - 1] + col
+
+    def add(node: ast.AST, start: int, end: int, replacement: str, desc: str) -> None:
+        line = getattr(node, "lineno", 0)
+        if line and "pragma: no mutate" in text_lines[line - 1]:
+            return
+        col = start - lines[line - 1] if line else 0
+        out.append(Mutant(f"{rel}:{line}:{col}:{desc}", rel, line, desc, start, end, replacement))
+
+    def between(a: ast.AST, b: ast.AST, old: str, new: str, node: ast.AST, desc: str) -> None:
+        """Replace the operator ``old`` in the source between nodes ``a`` and ``b``."""
+        lo = pos(a.end_lineno, a.end_col_offset)  # type: ignore[arg-type]
+        hi = pos(b.lineno, b.col_offset)
+        seg = source[lo:hi].decode()
+        # the operator outside any comment or parenthesis: the first whole-word match
+        idx = _find_op(seg, old)
+        if idx < 0:
+            return
+        start = lo + len(seg[:idx].encode())
+        add(node, start, start + len(old.encode()), new, desc)
+
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Compare):
+            left = node.left
+            for op, right in zip(node.ops, node.comparators, strict=True):
+                swap = COMPARE_SWAP.get(type(op))
+                if swap is not None:
+                    _, old, new = swap
+                    between(left, right, old, new, node, f"{old}->{new}".replace(" ", "_"))
+                left = right
+        elif isinstance(node, ast.BoolOp):
+            old, new = ("and", "or") if isinstance(node.op, ast.And) else ("or", "and")
+            for a, b in zip(node.values, node.values[1:], strict=False):
+                between(a, b, old, new, node, f"{old}->{new}")
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            start = pos(node.lineno, node.col_offset)
+            seg = source[start:start + 16]
+            if seg.startswith(b"not"):
+                n_ws = len(seg[3:]) - len(seg[3:].lstrip())
+                add(node, start, start + 3 + n_ws, "", "drop_not")  # "not (a or b)" -> "(a or b)"
+        elif isinstance(node, ast.BinOp) and type(node.op) in BINOP_SWAP:
+            old, new = BINOP_SWAP[type(node.op)]
+            if isinstance(node.op, ast.Add) and _stringy(node):
+                continue  # string concatenation: "-" would only raise TypeError
+            between(node.left, node.right, old, new, node, f"{old}->{new}")
+        elif isinstance(node, ast.Constant) and not isinstance(node.value, str) and node.value is not None:
+            start, end = pos(node.lineno, node.col_offset), pos(node.end_lineno, node.end_col_offset)  # type: ignore[arg-type]
+            if isinstance(node.value, bool):
+                add(node, start, end, str(not node.value), f"{node.value}->{not node.value}")
+            elif isinstance(node.value, int):
+                add(node, start, end, f"({node.value + 1})", f"{node.value}->{node.value + 1}")
+            elif isinstance(node.value, float):
+                add(node, start, end, f"({node.value!r} + 1.0)", f"{node.value!r}->+1")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min"):
+            other = "min" if node.func.id == "max" else "max"
+            f = node.func
+            add(node, pos(f.lineno, f.col_offset), pos(f.end_lineno, f.end_col_offset), other,  # type: ignore[arg-type]
+                f"{f.id}->{other}")
+    out.sort(key=lambda m: (m.start, m.id))
+    seen: set[str] = set()
+    unique = []
+    for m in out:
+        if m.id not in seen:
+            seen.add(m.id)
+            unique.append(m)
+    return unique
+
+
+def _stringy(node: ast.BinOp) -> bool:
+    return any(isinstance(n, ast.JoinedStr) or (isinstance(n, ast.Constant) and isinstance(n.value, str))
+               for n in (node.left, node.right))
+
+
+def _find_op(seg: str, op: str) -> int:
+    """Index of the operator ``op`` in ``seg`` (the text between two operands), skipping text in
+    comments; word operators must stand alone."""
+    depth = 0
+    i = 0
+    while i < len(seg):
+        c = seg[i]
+        if c == "#":
+            nl = seg.find("\n", i)
+            if nl < 0:
+                return -1
+            i = nl + 1
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth <= 0 and seg.startswith(op, i):
+            if op[0].isalpha():
+                before = seg[i - 1] if i else " "
+                after = seg[i + len(op)] if i + len(op) < len(seg) else " "
+                if before.isalnum() or before == "_" or after.isalnum() or after == "_":
+                    i += 1
+                    continue
+            elif (op in ("<", ">") and seg[i + 1:i + 2] == "=") or (
+                    op in ("/", "*") and seg[i + 1:i + 2] in ("/", "*", "=")):
+                i += 2
+                continue
+            return i
+        i += 1
+    return -1
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+class Restorer:
+    """Puts a mutated file back (content and timestamps) on every exit path."""
+
+    def __init__(self) -> None:
+        self.saved: dict[Path, tuple[bytes, int, int]] = {}
+
+    def save(self, path: Path) -> None:
+        if path not in self.saved:
+            st = path.stat()
+            self.saved[path] = (path.read_bytes(), st.st_atime_ns, st.st_mtime_ns)
+
+    def restore(self) -> None:
+        for path, (data, atime, mtime) in self.saved.items():
+            if path.read_bytes() != data:
+                path.write_bytes(data)
+            os.utime(path, ns=(atime, mtime))
+
+
+def run_tests(tests: list[str], timeout: float) -> tuple[str, float, str]:
+    """Run ``tests`` (stop at the first failure) in a session of their own: on a timeout the whole
+    session (pytest and every process it started) is killed."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1"}
+    env.pop("JOULECTL_ROOT", None)
+    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header", *tests]
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        return "timeout", time.monotonic() - t0, ""
+    dt = time.monotonic() - t0
+    tail = "\n".join((out or "").strip().splitlines()[-3:])
+    if p.returncode == 0:
+        return "survived", dt, tail
+    if p.returncode == 5:
+        return "no-tests", dt, tail
+    return "killed", dt, _first_failure(out) or tail
+
+
+def _first_failure(out: str) -> str:
+    for line in out.splitlines():
+        if line.startswith("FAILED ") or line.startswith("ERROR "):
+            return line[:200]
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--group", action="append", choices=sorted(MAP), help="module groups (default: all)")
+    ap.add_argument("--sample", type=int, default=0, help="mutants per group, drawn with --seed (0: all)")
+    ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--only", action="append", default=[], help="run these mutant ids only")
+    ap.add_argument("--list", action="store_true", help="count and list the mutants, run nothing")
+    ap.add_argument("--timeout", type=float, default=0, help="per-mutant timeout in s (default: 3x baseline, >= 60)")
+    ap.add_argument("--out", default="mutants.jsonl", help="results, one JSON object per line")
+    args = ap.parse_args(argv)
+
+    groups = args.group or sorted(MAP)
+    plan: list[tuple[str, Mutant]] = []
+    for g in groups:
+        files, _tests = MAP[g]
+        everything = [m for f in files for m in mutants_of(f)]
+        chosen = everything
+        if args.only:
+            chosen = [m for m in everything if m.id in args.only]
+        elif args.sample and len(everything) > args.sample:
+            chosen = sorted(random.Random(f"{args.seed}:{g}").sample(everything, args.sample),
+                            key=lambda m: (m.file, m.start))
+        if args.list:
+            print(f"{g}: {len(everything)} mutants ({len(chosen)} chosen)")
+            for m in chosen if args.sample or args.only else []:
+                print(f"  {m.id}")
+        plan += [(g, m) for m in chosen]
+    if args.list:
+        return 0
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *{m.file for _, m in plan}], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if dirty:
+        print(f"uncommitted changes in mutated files:\n{dirty}", file=sys.stderr)
+        return 2
+
+    restorer = Restorer()
+    signal.signal(signal.SIGTERM, lambda *_: (restorer.restore(), sys.exit(130)))
+    results: list[dict[str, Any]] = []
+    baseline: dict[str, float] = {}
+    out = open(args.out, "w")  # noqa: SIM115 - one handle for the whole run
+    try:
+        for g in dict.fromkeys(g for g, _ in plan):
+            status, dt, tail = run_tests(MAP[g][1], timeout=3600)
+            print(f"[baseline] {g}: {status} in {dt:.0f} s {tail.splitlines()[-1] if tail else ''}", flush=True)
+            if status != "survived":
+                print(f"[baseline] {g}: the tests fail on the unmutated code; group skipped", flush=True)
+                continue
+            baseline[g] = dt
+        for n, (g, m) in enumerate(plan, 1):
+            if g not in baseline:
+                continue
+            path = REPO / m.file
+            restorer.save(path)
+            original, _, mtime = restorer.saved[path]
+            mutated = original[:m.start] + m.replacement.encode() + original[m.end:]
+            try:
+                ast.parse(mutated)
+            except SyntaxError:
+                print(f"[{n}/{len(plan)}] {m.id}: not valid Python, skipped", flush=True)
+                continue
+            path.write_bytes(mutated)
+            # a timestamp no other version of the file had: no stale bytecode is ever used
+            stamp = mtime + (1000 + n) * 1_000_000_000
+            os.utime(path, ns=(stamp, stamp))
+            limit = args.timeout or max(60.0, 3 * baseline[g])
+            status, dt, detail = run_tests(MAP[g][1], timeout=limit)
+            restorer.restore()
+            rec = {**asdict(m), "group": g, "status": status, "seconds": round(dt, 1), "detail": detail,
+                   "source_line": original.decode().splitlines()[m.line - 1].strip()}
+            del rec["start"], rec["end"]
+            results.append(rec)
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            print(f"[{n}/{len(plan)}] {status:8s} {dt:5.0f} s  {m.id}", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+    finally:
+        restorer.restore()
+        out.close()
+    print()
+    print(f"{'group':24s} {'mutants':>7s} {'killed':>6s} {'timeout':>7s} {'survived':>8s}")
+    for g in groups:
+        rs = [r for r in results if r["group"] == g]
+        k = sum(r["status"] == "killed" for r in rs)
+        t = sum(r["status"] == "timeout" for r in rs)
+        s = sum(r["status"] == "survived" for r in rs)
+        print(f"{g:24s} {len(rs):7d} {k:6d} {t:7d} {s:8d}")
+    survivors = [r for r in results if r["status"] == "survived"]
+    total = len(results)
+    if total:
+        print(f"\nkill rate {100 * (total - len(survivors)) / total:.1f} % of {total} mutants "
+              f"(before survivors judged equivalent are set aside)")
+    for r in survivors:
+        print(f"SURVIVED {r['id']}    {r['source_line']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
