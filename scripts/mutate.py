@@ -45,11 +45,12 @@ REPO = Path(__file__).resolve().parents[1]
 #: module group -> (modules, the test files that cover them, fastest first)
 MAP: dict[str, tuple[list[str], list[str]]] = {
     "ops/cap.py": (["joulectl/ops/cap.py"], [
-        "tests/ops/test_cap.py", "tests/ops/test_cap_boundaries.py", "tests/ops/test_cap_nvml.py",
-        "tests/ops/test_cap_e2e.py"]),
+        "tests/ops/test_cap.py", "tests/ops/test_cap_report_errors.py", "tests/ops/test_cap_boundaries.py",
+        "tests/ops/test_cap_nvml.py", "tests/reliability/test_cron_restore.py", "tests/ops/test_cap_e2e.py"]),
     "ops/governor.py": (["joulectl/ops/governor.py"], [
         "tests/governor/test_contract.py", "tests/governor/test_regressions.py", "tests/governor/test_cli.py",
-        "tests/governor/test_amd.py", "tests/governor/test_cpu.py", "tests/governor/test_e2e.py"]),
+        "tests/governor/test_amd.py", "tests/governor/test_cpu.py", "tests/governor/test_nvidia.py",
+        "tests/governor/test_intel.py", "tests/governor/test_node_presets.py", "tests/governor/test_e2e.py"]),
     "backends/": ([f"joulectl/backends/{m}.py" for m in (
         "amd", "base", "cpu", "gov_amd", "gov_cpu", "gov_intel", "gov_nvidia", "intel", "nvidia",
         "nvidia_messages", "nvml", "pci")], [
@@ -270,6 +271,7 @@ def run_tests(tests: list[str], timeout: float) -> tuple[str, float, str]:
     t0 = time.monotonic()
     p = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
+    RUNNING[:] = [p]
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -286,6 +288,20 @@ def run_tests(tests: list[str], timeout: float) -> tuple[str, float, str]:
     if p.returncode == 5:
         return "no-tests", dt, tail
     return "killed", dt, _first_failure(out) or tail
+
+
+#: the pytest session running now (killed with its whole process group when the script stops)
+RUNNING: list[subprocess.Popen[str]] = []
+
+
+def _stop_running() -> None:
+    for p in RUNNING:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
 
 
 def _first_failure(out: str) -> str:
@@ -331,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     restorer = Restorer()
-    signal.signal(signal.SIGTERM, lambda *_: (restorer.restore(), sys.exit(130)))
+    # Ctrl-C and SIGTERM stop the run and restore the files, even when started with SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results: list[dict[str, Any]] = []
     baseline: dict[str, float] = {}
     out = open(args.out, "w")  # noqa: SIM115 - one handle for the whole run
@@ -369,9 +387,10 @@ def main(argv: list[str] | None = None) -> int:
             out.write(json.dumps(rec) + "\n")
             out.flush()
             print(f"[{n}/{len(plan)}] {status:8s} {dt:5.0f} s  {m.id}", flush=True)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         print("interrupted", file=sys.stderr)
     finally:
+        _stop_running()
         restorer.restore()
         out.close()
     print()
