@@ -48,7 +48,8 @@ MAP: dict[str, tuple[list[str], list[str]]] = {
         "tests/ops/test_cap.py", "tests/ops/test_cap_report_errors.py", "tests/ops/test_cap_boundaries.py",
         "tests/ops/test_cap_nvml.py", "tests/reliability/test_cron_restore.py", "tests/ops/test_cap_e2e.py"]),
     "ops/governor.py": (["joulectl/ops/governor.py"], [
-        "tests/governor/test_contract.py", "tests/governor/test_regressions.py", "tests/governor/test_cli.py",
+        "tests/governor/test_contract.py", "tests/governor/test_scope_defaults.py",
+        "tests/governor/test_regressions.py", "tests/governor/test_cli.py",
         "tests/governor/test_amd.py", "tests/governor/test_cpu.py", "tests/governor/test_nvidia.py",
         "tests/governor/test_intel.py", "tests/governor/test_node_presets.py", "tests/governor/test_e2e.py"]),
     "backends/": ([f"joulectl/backends/{m}.py" for m in (
