@@ -30,7 +30,6 @@ from __future__ import annotations
 import errno
 import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -133,7 +132,7 @@ PRESET_SETTING = "governorPreset"
 OPERATOR = "locked by the operator, not by joulectl: left alone"
 
 
-@dataclass
+@record
 class ShowRow:
     """One device in ``governor show``."""
 

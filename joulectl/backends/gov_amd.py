@@ -25,7 +25,6 @@ import errno
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from joulectl.backends.base import (
@@ -41,6 +40,7 @@ from joulectl.backends.base import (
 from joulectl.host import Host, HostIOError
 from joulectl.models import GPU_PRESETS, OK_STATUSES, DeviceResult, GpuDevice, Status
 from joulectl.ops.journal import Intent, Journal
+from joulectl.record import record
 
 PERF_LEVELS = {
     "auto": "auto",
@@ -55,14 +55,14 @@ _UNSUPPORTED = frozenset({errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.E
 _LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*[Mm][Hh]z\s*(\*)?\s*$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SclkLevel:
     index: int
     mhz: int
     current: bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WriteResult:
     status: Status
     message: str = ""

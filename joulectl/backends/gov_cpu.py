@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from joulectl.backends.base import GOVERNOR_COMMAND, PRESET_SETTING, ShowRow, governor_status_for_errno, preset_of
 from joulectl.host import Host, HostIOError
 from joulectl.models import CPU_PRESETS, OK_STATUSES, CpufreqPolicy, CpuInventory, DeviceResult, Status
 from joulectl.ops.journal import Intent, Journal
+from joulectl.record import record
 
 #: cpufreq drivers whose ``powersave`` is an EPP-guided algorithm rather than the minimum clock.
 EPP_ACTIVE_DRIVERS = frozenset({"intel_pstate", "amd-pstate-epp"})
@@ -36,7 +36,7 @@ EPP_ACTIVE_DRIVERS = frozenset({"intel_pstate", "amd-pstate-epp"})
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBUSY, errno.EAGAIN})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CpuTarget:
     """What a preset wants on one policy; ``epp`` None leaves EPP as the driver sets it."""
 
@@ -44,7 +44,7 @@ class CpuTarget:
     epp: str | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PolicyState:
     governor: str | None
     epp: str | None
@@ -54,7 +54,7 @@ class PolicyState:
     has_epp: bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WriteResult:
     status: Status
     message: str = ""

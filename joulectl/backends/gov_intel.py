@@ -34,7 +34,6 @@ import errno
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from joulectl.backends.base import (
@@ -49,6 +48,7 @@ from joulectl.backends.base import (
 from joulectl.host import Host, HostIOError
 from joulectl.models import GPU_PRESETS, OK_STATUSES, DeviceResult, GpuDevice, Status
 from joulectl.ops.journal import Intent, Journal
+from joulectl.record import record
 
 EFFICIENT_FRACTION = 0.75
 STEP_MHZ = 50
@@ -67,7 +67,7 @@ class PresetBlocked(Exception):
     """The preset cannot be expressed on this GPU (the message says why)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Gt:
     """One GT's frequency files and values as read (MHz; None when unreadable)."""
 
@@ -188,7 +188,7 @@ def presets(device: GpuDevice, model_presets: dict[str, Any] | None = None,
     return tuple(p for p in GPU_PRESETS if p in names)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Write:
     gt: Gt
     which: str  # min | max

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from joulectl.backends.base import PRIVILEGE_HINT, ShowRow
 from joulectl.errors import ExitCode, JoulectlError, PartialError, RefusedError
 from joulectl.models import OK_STATUSES, DeviceResult, Status
+from joulectl.record import record
 
 API_VERSION = "joulectl.io/v1alpha1"
 
 
-@dataclass
+@record
 class GovernorReport:
     """What a ``governor`` command did, ready to render."""
 
