@@ -1,9 +1,9 @@
-"""Benchmark: ``joulectl cap --pct 60`` on an emulated 8-GPU NVIDIA node and an 8-GPU AMD node.
+"""Benchmark: ``joulectl cap --pct 60`` on one emulated node of every builtin GPU profile.
 
-Method (issue 4, SPEC §9):
+Method (issue 4, SPEC §9; issue 20: within 1.5x of ``--version`` on every GPU profile):
 
-- Renders ``nvidia-h100-sxm-8gpu`` and ``amd-instinct-mi300x-8gpu`` nodes with
-  ``joulectl simulate render`` into a temporary directory.
+- Renders one node of each builtin profile with GPUs (``--profiles`` to choose) with
+  ``joulectl simulate render`` into a temporary directory (on disk: TMPDIR).
 - Wall time: ``python -m joulectl --version`` and ``python -m joulectl --root NODE cap --pct P -o json``
   as subprocesses, interleaved, ``--repeat`` times each; the cap alternates between 60 % and 70 %
   so that every timed run writes all eight GPUs. Reported: medians and the ratio to ``--version``
@@ -35,13 +35,18 @@ from pathlib import Path
 SPEC = """\
 apiVersion: sim.joulie.io/v1alpha1
 kind: ClusterSpec
-metadata: {name: bench-cap}
+metadata: {{name: bench-cap}}
 spec:
   pools:
-  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}
-  - {name: mi300x, profile: amd-instinct-mi300x-8gpu, count: 1}
-"""
-NODES = {"nvidia 8x H100 SXM": "h100-0", "amd 8x MI300X": "mi300x-0"}
+{pools}"""
+
+
+def gpu_profiles() -> list[str]:
+    """The builtin profiles with at least one GPU."""
+    from joulectl.sim.profiles import ProfileSet, builtin_profile_names
+
+    profiles = ProfileSet()
+    return [n for n in builtin_profile_names() if profiles.get(n).gpus]
 
 
 #: Bytecode cached in a private prefix, as an installed package runs (the checkout's sources change
@@ -108,19 +113,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--keep", help="render into this directory and keep it")
+    parser.add_argument("--profiles", default=None, help="comma-separated profiles (default: every GPU profile)")
     args = parser.parse_args()
+    profiles = args.profiles.split(",") if args.profiles else gpu_profiles()
+    nodes = {p: f"p{i}-0" for i, p in enumerate(profiles)}
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-cap-"))
     spec = work / "spec.yaml"
     work.mkdir(parents=True, exist_ok=True)
-    spec.write_text(SPEC)
+    spec.write_text(SPEC.format(pools="".join(f"  - {{name: p{i}, profile: {p}, count: 1}}\n"
+                                              for i, p in enumerate(profiles))))
     root = work / "nodes"
     _joulectl("simulate", "render", str(spec), "--root", str(root))
 
     _joulectl("--version")  # warm the file cache before timing
-    print(f"repeat={args.repeat}  python={sys.version.split()[0]}  cpus={os.cpu_count()}")
-    print(f"{'node':<20} {'--version s':>11} {'cap s':>8} {'ratio':>6} {'min ratio':>9} {'cpu ratio':>9}"
+    print(f"repeat={args.repeat}  python={sys.version.split()[0]}  cpus={os.cpu_count()}  "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'node':<26} {'--version s':>11} {'cap s':>8} {'ratio':>6} {'min ratio':>9} {'cpu ratio':>9}"
           "  tool calls (in-process run)")
-    for label, node in NODES.items():
+    for label, node in nodes.items():
         node_root = root / node
         _joulectl("--root", str(node_root), "cap", "--pct", "60", "-o", "json")  # warm up
         version: list[tuple[float, float]] = []
@@ -138,9 +148,13 @@ def main() -> None:
             key = "-pl" if "-pl" in argv else ("-q -x" if "-x" in argv else " ".join(argv[1:2]))
             kinds[f"{argv[0]} {key}"] = kinds.get(f"{argv[0]} {key}", 0) + 1
         detail = ", ".join(f"{k}: {n}" for k, n in kinds.items()) or "none"
-        print(f"{label:<20} {v:>11.3f} {c:>8.3f} {c / v:>6.2f} {c_min / v_min:>9.2f} {c_cpu / v_cpu:>9.2f}"
+        print(f"{label:<26} {v:>11.3f} {c:>8.3f} {c / v:>6.2f} {c_min / v_min:>9.2f} {c_cpu / v_cpu:>9.2f}"
               f"  {len(calls)} ({detail}); {statuses.count('applied')}/{len(statuses)} applied")
-    (tool_w, tool_c), (floor_w, floor_c) = _tool_startup(root / NODES["nvidia 8x H100 SXM"], args.repeat * 2)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    nvidia = [n for p, n in nodes.items() if p.startswith("nvidia-")]
+    if not nvidia:
+        return
+    (tool_w, tool_c), (floor_w, floor_c) = _tool_startup(root / nvidia[0], args.repeat * 2)
     print(f"fake nvidia-smi readback query: wall {tool_w * 1000:.1f} ms, CPU {tool_c * 1000:.1f} ms (medians); "
           f"python -S -c pass: wall {floor_w * 1000:.1f} ms, CPU {floor_c * 1000:.1f} ms; "
           f"the tool adds {(tool_c - floor_c) * 1000:.1f} ms CPU per call")
