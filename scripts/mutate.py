@@ -61,7 +61,8 @@ MAP: dict[str, tuple[list[str], list[str]]] = {
         "tests/governor/test_legacy_cpufreq.py", "tests/ops/test_cap_boundaries.py", "tests/ops/test_cap_nvml.py",
         "tests/cli/test_real_captures.py", "tests/cli/test_real_facts.py"]),
     "scheduling/filters.py": (["joulectl/scheduling/filters.py"], [
-        "tests/scheduling/test_filters.py", "tests/scheduling/test_check.py", "tests/scheduling/test_hami.py",
+        "tests/scheduling/test_gpu_selection.py", "tests/scheduling/test_filters.py", "tests/scheduling/test_check.py",
+        "tests/scheduling/test_hami.py",
         "tests/scheduling/test_score.py", "tests/cli/test_schedule_check.py"]),
     "sim/tick.py": (["joulectl/sim/tick.py"], [
         "tests/sim/test_runtime_clock.py", "tests/sim/test_tick.py", "tests/sim/test_tick_kernel.py",
