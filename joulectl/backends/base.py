@@ -188,6 +188,40 @@ class GovernorBackend(Protocol):
         ...
 
 
+class DeviceGovernor:
+    """The part of :class:`GovernorBackend` that is the same for governors deciding each GPU on its
+    own (amdgpu, i915/xe): the contract's batch methods call ``_set``, ``_undo`` and ``_show`` per
+    device, in order. A subclass gives those three and ``accepted``."""
+
+    def __init__(self, host: Host, model_presets: dict[str, Any] | None = None) -> None:
+        self.host = host
+        self.model_presets = model_presets
+
+    def plan(self, devices: Sequence[GpuDevice], preset: str,
+             journal: Journal) -> tuple[list[DeviceResult], list[Intent]]:
+        intents: list[Intent] = []
+        return [self._set(journal, d, preset, True, intents) for d in devices], intents
+
+    def apply(self, devices: Sequence[GpuDevice], preset: str, journal: Journal) -> list[DeviceResult]:
+        return [self._set(journal, d, preset, False) for d in devices]
+
+    def undo(self, devices: Sequence[GpuDevice], journal: Journal, *, dry_run: bool = False) -> list[DeviceResult]:
+        return [self._undo_device(journal, d, dry_run) for d in devices]
+
+    def show(self, devices: Sequence[GpuDevice], journal: Journal) -> list[ShowRow]:
+        return [self._show(journal, d) for d in devices]
+
+    def _set(self, journal: Journal, dev: GpuDevice, preset: str, dry_run: bool,
+             intents: list[Intent] | None = None) -> DeviceResult:
+        raise NotImplementedError
+
+    def _undo_device(self, journal: Journal, dev: GpuDevice, dry_run: bool) -> DeviceResult:
+        raise NotImplementedError
+
+    def _show(self, journal: Journal, dev: GpuDevice) -> ShowRow:
+        raise NotImplementedError
+
+
 def gpu_result(dev: GpuDevice, status: Status, message: str = "", **kw: Any) -> DeviceResult:
     """A result row for a GPU (device = PCI bus id)."""
     return DeviceResult(device=dev.bus_id, vendor=dev.vendor, model=dev.model or dev.raw_model,

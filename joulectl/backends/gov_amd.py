@@ -24,13 +24,13 @@ from __future__ import annotations
 import errno
 import math
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from joulectl.backends.base import (
     GOVERNOR_COMMAND,
     OPERATOR,
     PRESET_SETTING,
+    DeviceGovernor,
     ShowRow,
     governor_status_for_errno,
     gpu_result,
@@ -187,29 +187,14 @@ def describe(level: str | None, sclk: Any) -> str:
     return level
 
 
-class AmdGovernor:
+class AmdGovernor(DeviceGovernor):
     """The governor contract (:class:`~joulectl.backends.base.GovernorBackend`) on amdgpu sysfs."""
-
-    def __init__(self, host: Host, model_presets: dict[str, Any] | None = None) -> None:
-        self.host = host
-        self.model_presets = model_presets
 
     def accepted(self, device: GpuDevice) -> tuple[str, ...]:
         return presets(device, self.model_presets)
 
-    def plan(self, devices: Sequence[GpuDevice], preset: str,
-             journal: Journal) -> tuple[list[DeviceResult], list[Intent]]:
-        intents: list[Intent] = []
-        return [self._set(journal, d, preset, True, intents) for d in devices], intents
-
-    def apply(self, devices: Sequence[GpuDevice], preset: str, journal: Journal) -> list[DeviceResult]:
-        return [self._set(journal, d, preset, False) for d in devices]
-
-    def undo(self, devices: Sequence[GpuDevice], journal: Journal, *, dry_run: bool = False) -> list[DeviceResult]:
-        return [self._undo(journal, d, dry_run) for d in devices]
-
-    def show(self, devices: Sequence[GpuDevice], journal: Journal) -> list[ShowRow]:
-        return [self._show(journal, d) for d in devices]
+    def _undo_device(self, journal: Journal, dev: GpuDevice, dry_run: bool) -> DeviceResult:
+        return self._undo(journal, dev, dry_run)
 
     def _set(self, journal: Journal, dev: GpuDevice, preset: str, dry_run: bool,
              intents: list[Intent] | None = None) -> DeviceResult:

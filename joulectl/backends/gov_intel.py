@@ -39,6 +39,7 @@ from typing import Any
 from joulectl.backends.base import (
     GOVERNOR_COMMAND,
     PRESET_SETTING,
+    DeviceGovernor,
     ShowRow,
     governor_status_for_errno,
     gpu_result,
@@ -209,29 +210,14 @@ def _ordered(gt: Gt, lo: int, hi: int) -> list[_Write]:
     return writes
 
 
-class IntelGovernor:
+class IntelGovernor(DeviceGovernor):
     """The governor contract (:class:`~joulectl.backends.base.GovernorBackend`) on i915 and xe."""
-
-    def __init__(self, host: Host, model_presets: dict[str, Any] | None = None) -> None:
-        self.host = host
-        self.model_presets = model_presets
 
     def accepted(self, device: GpuDevice) -> tuple[str, ...]:
         return presets(device, self.model_presets, self.host)
 
-    def plan(self, devices: Sequence[GpuDevice], preset: str,
-             journal: Journal) -> tuple[list[DeviceResult], list[Intent]]:
-        intents: list[Intent] = []
-        return [self._set(journal, d, preset, True, intents) for d in devices], intents
-
-    def apply(self, devices: Sequence[GpuDevice], preset: str, journal: Journal) -> list[DeviceResult]:
-        return [self._set(journal, d, preset, False) for d in devices]
-
-    def undo(self, devices: Sequence[GpuDevice], journal: Journal, *, dry_run: bool = False) -> list[DeviceResult]:
-        return [self._undo(journal, d, None, dry_run) for d in devices]
-
-    def show(self, devices: Sequence[GpuDevice], journal: Journal) -> list[ShowRow]:
-        return [self._show(journal, d) for d in devices]
+    def _undo_device(self, journal: Journal, dev: GpuDevice, dry_run: bool) -> DeviceResult:
+        return self._undo(journal, dev, None, dry_run)
 
     # -- internals ---------------------------------------------------------------------------
 
