@@ -187,6 +187,20 @@ def test_bash_at_the_prompt(cwd: Path) -> None:
 
 # --- zsh --------------------------------------------------------------------------------------------
 
+def test_zsh_device_bus_ids(cwd: Path, gpu_root: Path) -> None:
+    zsh = _need("zsh")
+    setup = (f"PS1='READY> '; fpath=({SCRIPTS} $fpath); autoload -U compinit; compinit -u -D; "
+             "echo SET''UP\n").encode()
+    out = _pty([zsh, "-f", "-i"], [
+        (setup, b"SETUP"),
+        (f"joulectl --root {gpu_root} cap -d 0000:c\t".encode(), None), (b"\x15echo MA''RK1\n", b"MARK1"),
+    ], cwd)
+    listed = _between(out, "SETUP", "MARK1")
+    for i, bus in enumerate(MI250X[:4]):
+        assert re.search(rf"{re.escape(bus)}\s+-- GPU {i} AMD Instinct MI250X", listed), listed
+    assert MI250X[4] not in listed
+
+
 def test_zsh_at_the_prompt(cwd: Path) -> None:
     zsh = _need("zsh")
     setup = (f"PS1='READY> '; fpath=({SCRIPTS} $fpath); autoload -U compinit; compinit -u -D; "
