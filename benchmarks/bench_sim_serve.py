@@ -17,6 +17,11 @@ Method:
 - Tick intervals (wall time between the ends of two ticks; 1 s when the loop keeps its 1 s tick)
   are reported for a quiet phase of ``--seconds``/2 without HTTP requests and for the load phase,
   so the cost of serving is the difference of the two on the same machine at the same time.
+- CPU seconds per wall second of the quiet and the load phase: the whole process, the tick loop's
+  thread (the tick and the snapshot it publishes) and the rest (the HTTP server's threads). The
+  tick and the server share one interpreter lock, so the loop keeps its 1 s tick while the two
+  together stay under one CPU second per second; this holds on any machine with a core free for
+  the process, which the wall-time figures of a loaded machine cannot show.
 - The load average before each case is printed (the machine is shared).
 
 Usage: ``python benchmarks/bench_sim_serve.py [--nodes N] [--root DIR] [--requests R] [--rate Q]
@@ -55,6 +60,30 @@ spec:
 def _load() -> str:
     with open("/proc/loadavg", encoding="utf-8") as fh:
         return " ".join(fh.read().split()[:3])
+
+
+def _thread_cpu(native_id: int | None) -> float:
+    """CPU seconds (user + system) of one thread of this process, from /proc."""
+    if native_id is None:
+        return 0.0
+    with open(f"/proc/self/task/{native_id}/stat", encoding="ascii") as fh:
+        fields = fh.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Cpu:
+    """CPU seconds of a phase: the whole process, the tick loop's thread, and the rest (the HTTP
+    server's threads: the tick loop runs on_tick, so the snapshot build counts as the tick's)."""
+
+    def __init__(self, tick_thread: threading.Thread) -> None:
+        self.tid = tick_thread.native_id
+        self.t0, self.p0, self.k0 = time.monotonic(), time.process_time(), _thread_cpu(self.tid)
+
+    def report(self, label: str) -> None:
+        wall = time.monotonic() - self.t0
+        proc, tick = time.process_time() - self.p0, _thread_cpu(self.tid) - self.k0
+        print(f"  CPU per wall second {label}: process {proc / wall:.3f} s/s, tick loop thread "
+              f"{tick / wall:.3f} s/s, the rest (HTTP) {(proc - tick) / wall:.3f} s/s")
 
 
 def _timed_gets(port: int, path: str, n: int, accept: str = "") -> tuple[list[float], int]:
@@ -165,8 +194,10 @@ def main() -> None:
             print(f"  first after a tick {times[0] * 1000:.2f} ms, median {statistics.median(times) * 1000:.2f} ms, "
                   f"p95 {q[18] * 1000:.2f} ms, {size / 1024:.0f} KiB")
         quiet0 = len(ticks_seen)
+        cpu = _Cpu(thread)
         time.sleep(args.seconds / 2)  # a quiet phase: the tick without HTTP load, for comparison
         quiet = ticks_seen[quiet0:]
+        cpu.report("without HTTP load")
         if quiet:
             print(f"tick intervals without HTTP load: {len(quiet)}, median {statistics.median(quiet) * 1000:.0f} ms, "
                   f"max {max(quiet) * 1000:.0f} ms, late (> 1.1 s): {sum(t > 1.1 for t in quiet)} (load {_load()})")
@@ -178,7 +209,9 @@ def main() -> None:
         proc = ctx.Process(target=_load_client, args=(port, names, args.rate, args.seconds, q_out))
         t_start = time.monotonic()
         proc.start()
+        cpu = _Cpu(thread)
         answered, lat = q_out.get(timeout=args.seconds + 120)
+        cpu.report(f"at {args.rate:.0f} req/s")
         proc.join()
         elapsed = time.monotonic() - t_start
         ticks_during = face.hub.current.tick - tick0

@@ -367,19 +367,10 @@ class GpuSelection:
         return self.use_uuids is not None or self.nouse_uuids is not None
 
     def type_passes(self, card_type: str) -> bool:
-        """HAMi's checkGPUtype: upper-cased substring match against the card type."""
-        card = card_type.upper()
-        if self.use_types is not None and not any(t.upper() in card for t in self.use_types):
-            return False
-        return not (self.nouse_types is not None and any(t.upper() in card for t in self.nouse_types))
+        return hami.type_matches(card_type, self.use_types, self.nouse_types)
 
     def uuid_passes(self, uuid: str) -> bool:
-        """HAMi's CheckUUID: exact; when ``use-gpuuuid`` is given, ``nouse-gpuuuid`` is not read."""
-        if self.use_uuids is not None:
-            return uuid in self.use_uuids
-        if self.nouse_uuids is not None:
-            return uuid not in self.nouse_uuids
-        return True
+        return hami.uuid_matches(uuid, self.use_uuids, self.nouse_uuids)
 
     def passes(self, gpu: HamiGpu) -> bool:
         return self.type_passes(gpu.type) and self.uuid_passes(gpu.uuid)

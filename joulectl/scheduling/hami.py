@@ -208,20 +208,28 @@ class Selection:
 
     def type_passes(self, card_type: str) -> bool:
         """checkGPUtype (after checkType's ``strings.Contains(d.Type, "NVIDIA")``)."""
-        if "NVIDIA" not in card_type:
-            return False
-        card = card_type.upper()
-        if self.use_types is not None and not any(t.upper() in card for t in self.use_types):
-            return False
-        return not (self.nouse_types is not None and any(t.upper() in card for t in self.nouse_types))
+        return "NVIDIA" in card_type and type_matches(card_type, self.use_types, self.nouse_types)
 
     def uuid_passes(self, uuid: str) -> bool:
-        """CheckUUID: exact; with ``use-gpuuuid`` given, ``nouse-gpuuuid`` is not read."""
-        if self.use_uuids is not None:
-            return uuid in self.use_uuids
-        if self.nouse_uuids is not None:
-            return uuid not in self.nouse_uuids
-        return True
+        return uuid_matches(uuid, self.use_uuids, self.nouse_uuids)
+
+
+def type_matches(card_type: str, use: Sequence[str] | None, nouse: Sequence[str] | None) -> bool:
+    """HAMi's checkGPUtype: the upper-cased card type contains one of ``use-gputype`` (when
+    given) and none of ``nouse-gputype``."""
+    card = card_type.upper()
+    if use is not None and not any(t.upper() in card for t in use):
+        return False
+    return not (nouse is not None and any(t.upper() in card for t in nouse))
+
+
+def uuid_matches(uuid: str, use: Sequence[str] | None, nouse: Sequence[str] | None) -> bool:
+    """HAMi's CheckUUID: exact; when ``use-gpuuuid`` is given, ``nouse-gpuuuid`` is not read."""
+    if use is not None:
+        return uuid in use
+    if nouse is not None:
+        return uuid not in nouse
+    return True
 
 
 def policy_of(annotations: Mapping[str, str], key: str, default: str) -> str:
