@@ -65,7 +65,8 @@ MAP: dict[str, tuple[list[str], list[str]]] = {
         "tests/scheduling/test_hami.py",
         "tests/scheduling/test_score.py", "tests/cli/test_schedule_check.py"]),
     "sim/tick.py": (["joulectl/sim/tick.py"], [
-        "tests/sim/test_runtime_clock.py", "tests/sim/test_tick.py", "tests/sim/test_tick_kernel.py",
+        "tests/sim/test_runtime_clock.py", "tests/sim/test_tick_poll_writes.py", "tests/sim/test_tick.py",
+        "tests/sim/test_tick_kernel.py",
         "tests/sim/test_tick_fidelity.py", "tests/sim/test_tick_readback.py", "tests/sim/test_intel_gt_freq.py",
         "tests/sim/test_fake_tools.py"]),
 }
