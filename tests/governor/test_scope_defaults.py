@@ -60,3 +60,16 @@ def test_an_unknown_preset_without_a_flag_lists_both_sets(mi300x: Path) -> None:
                 model_presets_path=None, warnings=[])
     assert str(e.value) == ("PRESET: unknown preset 'turbo' (GPU presets: auto, sustained, efficient, low, peak; "
                             "CPU presets: performance, balanced, efficiency)")
+
+
+def test_accepted_presets_with_and_without_a_context(mi300x: Path) -> None:
+    """amdgpu takes every GPU preset (SPEC §5: auto, profile_peak, low and the sclk levels); the
+    backend's answer through a context is discover's."""
+    from joulectl.ops.discover import inventory
+    from joulectl.ops.governor import Context, accepted_presets
+
+    host = Host(str(mi300x))
+    dev = inventory(host).gpus[0]
+    every = ("auto", "sustained", "efficient", "low", "peak")
+    assert accepted_presets(dev) == every
+    assert accepted_presets(dev, Context(host)) == every
