@@ -290,6 +290,9 @@ def run_tests(tests: list[str], timeout: float) -> tuple[str, float, str]:
         return "survived", dt, tail
     if p.returncode == 5:
         return "no-tests", dt, tail
+    # not the mutant's doing: a usage error (a test file missing) or a full disk
+    if p.returncode == 4 or "No space left on device" in (out or ""):
+        return "error", dt, _first_failure(out) or tail
     return "killed", dt, _first_failure(out) or tail
 
 
@@ -411,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         restorer.restore()
         out.close()
     print()
+    results_all = results
+    results = [r for r in results_all if r["status"] in ("killed", "timeout", "survived")]
+    if len(results) < len(results_all):
+        print(f"{len(results_all) - len(results)} mutants not judged (error or no tests): see {args.out}")
     print(f"{'group':24s} {'mutants':>7s} {'killed':>6s} {'timeout':>7s} {'survived':>8s}")
     for g in groups:
         rs = [r for r in results if r["group"] == g]
