@@ -58,7 +58,35 @@ def write_tree(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
 #: fsyncs dominate the suite (a 4-node render: 1.9 s on tmpfs, minutes on a busy disk). Tests run
 #: on /dev/shm when it is a tmpfs with room, unless JOULECTL_TEST_TMP names another directory.
 _MIN_TMPFS_FREE = 4 << 30
-_MIN_TMPFS_INODES = 1_000_000
+_MIN_TMPFS_INODES = 1_500_000
+
+
+def _another_run_on(shm: str) -> bool:
+    """Whether a live pytest run of this user has its temporary directory on ``shm`` (its
+    numbered directory's ``.lock`` names a running process): two whole runs hold about 2.4 million
+    files at their peak (session-wide rendered trees), the 3 million inodes of a 24 GiB tmpfs."""
+    import getpass
+
+    try:
+        base = os.path.join(shm, f"pytest-of-{getpass.getuser()}")
+        entries = os.listdir(base)
+    except (OSError, KeyError):
+        return False
+    for name in entries:
+        try:
+            with open(os.path.join(base, name, ".lock"), encoding="ascii") as fh:
+                pid = int(fh.read().strip() or 0)
+        except (OSError, ValueError):
+            continue
+        if pid > 0 and pid != os.getpid():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                pass
+            return True
+    return False
 
 
 def _temp_root() -> str | None:
@@ -70,10 +98,10 @@ def _temp_root() -> str | None:
         st = os.statvfs(shm)
     except OSError:
         return None
-    # A whole run holds a few hundred thousand files at its peak; many runs at once (or old ones
-    # left by killed runs) can exhaust the tmpfs' inodes long before its bytes.
+    # A whole run holds about 1.2 million files at its peak; two runs at once (or old ones left by
+    # killed runs) exhaust the tmpfs' inodes long before its bytes: the second run goes to disk.
     if (st.f_bavail * st.f_frsize < _MIN_TMPFS_FREE or st.f_favail < _MIN_TMPFS_INODES
-            or not os.access(shm, os.W_OK | os.X_OK)):
+            or not os.access(shm, os.W_OK | os.X_OK) or _another_run_on(shm)):
         return None
     return shm
 
