@@ -55,13 +55,15 @@ MAP: dict[str, tuple[list[str], list[str]]] = {
     "backends/": ([f"joulectl/backends/{m}.py" for m in (
         "amd", "base", "cpu", "gov_amd", "gov_cpu", "gov_intel", "gov_nvidia", "intel", "nvidia",
         "nvidia_messages", "nvml", "pci")], [
-        "tests/backends/test_errno_status.py", "tests/backends/test_nvidia_smi_limits.py",
+        "tests/backends/test_errno_status.py", "tests/backends/test_cpulist.py",
+        "tests/backends/test_nvidia_smi_limits.py",
         "tests/backends", "tests/governor/test_amd.py", "tests/governor/test_cpu.py",
         "tests/governor/test_intel.py", "tests/governor/test_nvidia.py", "tests/governor/test_nvml.py",
         "tests/governor/test_legacy_cpufreq.py", "tests/ops/test_cap_boundaries.py", "tests/ops/test_cap_nvml.py",
         "tests/cli/test_real_captures.py", "tests/cli/test_real_facts.py"]),
     "scheduling/filters.py": (["joulectl/scheduling/filters.py"], [
-        "tests/scheduling/test_gpu_selection.py", "tests/scheduling/test_filters.py", "tests/scheduling/test_check.py",
+        "tests/scheduling/test_gpu_selection.py", "tests/scheduling/test_node_affinity_ops.py",
+        "tests/scheduling/test_filters.py", "tests/scheduling/test_check.py",
         "tests/scheduling/test_hami.py",
         "tests/scheduling/test_score.py", "tests/cli/test_schedule_check.py"]),
     "sim/tick.py": (["joulectl/sim/tick.py"], [
