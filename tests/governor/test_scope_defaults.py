@@ -73,3 +73,15 @@ def test_accepted_presets_with_and_without_a_context(mi300x: Path) -> None:
     every = ("auto", "sustained", "efficient", "low", "peak")
     assert accepted_presets(dev) == every
     assert accepted_presets(dev, Context(host)) == every
+
+
+def test_show_reads_each_policys_current_frequency(cli: Any, mi300x: Path) -> None:
+    """``governor show`` reads the policy details discover skips: ``scaling_cur_freq`` (kHz) as
+    the clocks column, whole MHz."""
+    for i, khz in ((0, 2054500), (1, 3100999)):
+        (mi300x / f"sys/devices/system/cpu/cpufreq/policy{i}/scaling_cur_freq").write_text(f"{khz}\n")
+    r = cli("--root", mi300x, "governor", "show", "--cpu", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)["results"]
+    assert [(x["device"], x["clocks"]) for x in rows[:2]] == [("cpufreq:policy0", "2054 MHz"),
+                                                              ("cpufreq:policy1", "3100 MHz")]
