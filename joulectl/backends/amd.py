@@ -182,7 +182,7 @@ def discover(host: Host) -> list[GpuDevice]:
         )
         found.append((gpu, device_id))
     _pair_secondaries(found)
-    return [g for g, _ in found]
+    return sorted((g for g, _ in found), key=lambda g: g.bus_id)
 
 
 def _pair_secondaries(found: list[tuple[GpuDevice, int | None]]) -> None:

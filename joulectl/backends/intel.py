@@ -159,6 +159,7 @@ def discover(host: Host) -> list[GpuDevice]:
                 other_limits_w=other,
             )
         )
+    gpus.sort(key=lambda g: g.bus_id)
     return gpus
 
 

@@ -69,6 +69,11 @@ def transport(host: Host) -> str | None:
     return value if value in ("nvml", "smi") else None
 
 
+#: discover probes this backend with :func:`is_available` before :func:`discover` (which runs a
+#: tool); the sysfs backends' discovery is itself the probe.
+PROBE_FIRST = True
+
+
 def is_available(host: Host) -> bool:
     """NVIDIA PCI GPUs, ``/dev/nvidiactl``, ``nvidia-smi`` on the tool path, or a forced NVML."""
     return (

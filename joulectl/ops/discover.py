@@ -99,17 +99,16 @@ def _discover_gpus(host: Host) -> tuple[list[GpuDevice], dict[str, str]]:
     devices: list[GpuDevice] = []
     errors: dict[str, str] = {}
     for backend in (nvidia, amd, intel):
-        # Only NVIDIA needs the probe first (its discovery runs a tool); the sysfs backends'
-        # discovery is itself the probe and returns nothing when there is nothing.
-        if backend is nvidia and not backend.is_available(host):
+        # A backend whose discovery runs a tool is probed first (PROBE_FIRST); a sysfs backend's
+        # discovery is itself the probe and returns nothing when there is nothing. Each returns
+        # its devices in its own order (NVIDIA the driver's index, sysfs by bus id).
+        if getattr(backend, "PROBE_FIRST", False) and not backend.is_available(host):
             continue
         try:
             found = backend.discover(host)
         except BackendUnavailable as e:
             errors[backend.vendor] = str(e)
             continue
-        if backend.vendor != "nvidia":
-            found.sort(key=lambda d: d.bus_id)
         devices.extend(found)
     for index, dev in enumerate(devices):
         dev.index = index
