@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +88,17 @@ class Agent:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    """The 2,000 trees, rendered once (the second run resumes them, as a restarted simulator does)."""
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
+    """The 2,000 trees, rendered once (the second run resumes them, as a restarted simulator does),
+    and removed after the module: 400,000 entries on a tmpfs other suites share."""
     tmp = tmp_path_factory.mktemp("scale")
     spec = load_spec(str(_spec(tmp)))
     root = tmp / "root"
-    runtime._ensure_trees(spec, str(root))
-    return root, spec
+    try:
+        runtime._ensure_trees(spec, str(root))
+        yield root, spec
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.parametrize(("mode", "workers", "seed", "checked"), [("inotify", 2, 20, 1_449), ("poll", 1, 21, 1_457)])
