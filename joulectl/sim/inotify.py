@@ -151,6 +151,9 @@ def in_use(uid: int | None = None) -> tuple[int, int]:
     processes under :data:`PROC` can be read: the limits are per user, and every other inotify user
     of the account (editors, file managers, other simulator runs) counts against them."""
     uid = os.getuid() if uid is None else uid
+    # An instance a forked process inherited shows in both processes' fd tables with the same
+    # watches: counted once (by its watch lines: descriptor, inode, device and mask of each).
+    seen: set[bytes] = set()
     instances = watches = 0
     try:
         pids = [p for p in os.listdir(PROC) if p.isdigit()]
@@ -172,8 +175,13 @@ def in_use(uid: int | None = None) -> tuple[int, int]:
                     info = fh.read()
             except OSError:
                 continue
+            lines = b"\n".join(sorted(x for x in info.splitlines() if x.startswith(b"inotify wd:")))
+            if lines:
+                if lines in seen:
+                    continue
+                seen.add(lines)
             instances += 1
-            watches += info.count(b"inotify wd:")
+            watches += lines.count(b"inotify wd:")
     return instances, watches
 
 

@@ -142,3 +142,31 @@ def test_limit_reached_after_the_check_stops_the_start(tmp_path: Path, monkeypat
         "simulate run: inotify_add_watch: No space left on device at node intel-1: the user's inotify watches "
         "(fs.inotify.max_user_watches = 1000) are used up: raise it or set SIM_READBACK=poll")
     assert err.value.exit_code == 1
+
+
+def test_an_instance_a_forked_process_inherited_counts_once(tmp_path: Path, limits: Any) -> None:
+    proc = Path(inotify.PROC)
+    ino = inotify.Inotify()
+    other = inotify.Inotify()
+    for d in ("a", "b", "c", "d", "e"):
+        (tmp_path / d).mkdir()
+    for d in ("a", "b", "c"):
+        ino.add_watch(str(tmp_path / d))
+    for d in ("d", "e"):
+        other.add_watch(str(tmp_path / d))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child holds both inherited instances until the parent has counted
+        os.close(w)
+        os.read(r, 1)
+        os._exit(0)
+    try:
+        os.close(r)
+        for p in (os.getpid(), pid):
+            (proc / str(p)).symlink_to(f"/proc/{p}")
+        assert inotify.in_use() == (2, 5)
+    finally:
+        os.close(w)
+        os.waitpid(pid, 0)
+        ino.close()
+        other.close()
