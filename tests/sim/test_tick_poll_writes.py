@@ -84,3 +84,27 @@ def test_polled_readback_sees_the_write(tmp_path: Path, monkeypatch: pytest.Monk
                         clock=lambda: 1_800_000_000.0)
     assert caps == [{"pkg0": 270.0, "pkg1": 270.0}, {"pkg0": expected, "pkg1": 270.0},
                     {"pkg0": expected, "pkg1": 270.0}, {"pkg0": expected, "pkg1": expected}]
+
+
+def test_a_refused_write_puts_back_the_value_before_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``turbo`` is no governor (cpufreq answers EINVAL): the file reads what was in force before
+    the write, ``performance`` (set by an earlier write), not the profile's ``powersave``."""
+    monkeypatch.setenv("SIM_READBACK", "poll")
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    spec = load_spec(str(tmp_path / "spec.yaml"))
+    root = tmp_path / "root"
+    runtime._ensure_trees(spec, str(root))
+    entries = runtime.build_entries(spec, str(root))
+    gov = root / "intel-0/sys/devices/system/cpu/cpufreq/policy3/scaling_governor"
+    seen: list[str] = []
+
+    def progress(done: int, total: int | None, samples: list[Any]) -> None:
+        seen.append(gov.read_text().strip())
+        if done == 1:
+            gov.write_text("performance\n")
+        if done == 2:
+            gov.write_text("turbo\n")
+
+    runtime.run_entries(entries, str(root), spec.facility, ticks=4, fast=True, workers=1, progress=progress,
+                        clock=lambda: 1_800_000_000.0)
+    assert seen == ["powersave", "performance", "performance", "performance"]
