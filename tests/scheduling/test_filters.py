@@ -155,8 +155,11 @@ def test_gpu_selection_without_register(mixed_cluster: dict[str, Any]) -> None:
     bare = node_view(node("bare", alloc={"nvidia.com/gpu": 4}))
     assert filter_reasons(pod({"nvidia.com/gpu": 1}, {"nvidia.com/use-gputype": "H100"}), bare) == [
         "needs 1 nvidia.com/gpu of type H100, node publishes no GPU types or UUIDs (hami.io/node-nvidia-register)"]
-    # the annotations only concern NVIDIA device requests
+    # the annotations only concern NVIDIA device requests (HAMi reads them in its NVIDIA device
+    # plugin only, pkg/device/nvidia): not a CPU pod, not an AMD GPU pod on a node with AMD GPUs
     assert filter_reasons(pod({"cpu": "1"}, {"nvidia.com/use-gputype": "H100"}), bare) == []
+    amd = node_view(node("mi300x", alloc={"amd.com/gpu": 8}))
+    assert filter_reasons(pod({"amd.com/gpu": 2}, {"nvidia.com/use-gputype": "H100"}), amd) == []
 
 
 def test_mig_request_with_type_needs_one_matching_gpu(mixed_cluster: dict[str, Any]) -> None:

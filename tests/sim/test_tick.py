@@ -363,3 +363,64 @@ def test_start_up_cache_of_another_layout_is_not_used(tmp_path: Path) -> None:
     assert rt2.model.writables[0].text != "1\n"
     cache.write_text("{not json")
     assert runtime(node).value("policy0", "cpufreq_governor") == "powersave"
+
+
+# -- edge cases with powers worked out by hand from the model in docs/joulie-reference.md
+# (analytic package power idle + (max - idle)·(u·act)^α·f^β, α 1.15, β 1.35; a cap holds the
+# package within cap + 5 W; idle C-states save only while the package is throttled). Written for
+# mutants of sim/tick.py that survived (docs/TESTING.md).
+
+#: 10 % load without memory or I/O stalls (act = 1)
+LIGHT = BaseLoad(cpu_util=0.1, gpu_util=0.0, memory_intensity=0.0)
+
+
+def _performance(node: Path) -> None:
+    for i in range(4):
+        (node / POLICY.format(i) / "scaling_governor").write_text("performance\n")
+
+
+def test_an_unthrottled_package_at_light_load_saves_no_c_state_power(tmp_path: Path) -> None:
+    # performance governor at the top frequency (f = 1), no cap reached, cool: no throttling, so
+    # no C-state saving: 60 + 210 x 0.1^1.15 = 74.867 W (the saving would make it 56.150 W)
+    node = build_node(tmp_path)
+    _performance(node)
+    rt = runtime(node, load=LIGHT)
+    tick(rt, 1)
+    assert rt.ledger.state["P.pkg0"] == pytest.approx(74.867, abs=0.001)
+    assert rt.ledger.state["P.pkg1"] == pytest.approx(74.867, abs=0.001)
+
+
+@pytest.mark.parametrize(("pl1_uw", "expected_w"), [
+    ("1", 5.000001),    # the package is held at 1 uW + 5 W
+    ("0", 74.867),      # no limit in force: the package's own power
+])
+def test_the_smallest_pl1_is_a_limit_and_zero_is_none(tmp_path: Path, pl1_uw: str, expected_w: float) -> None:
+    # A profile may set any integer powerUnitUW; with a unit of 1 uW the smallest PL1 is 1 uW
+    # (with the SDM's default 1/8 W unit, 1 uW reads back 0: test_rapl_limit_bits_wrap...).
+    profile = _Profile()
+    profile.cpu["powercap"]["powerUnitUW"] = 1  # type: ignore[index]
+    node = build_node(tmp_path)
+    _performance(node)
+    (node / RAPL / "intel-rapl:0" / "constraint_0_power_limit_uw").write_text(f"{pl1_uw}\n")
+    rt = runtime(node, profile, load=LIGHT)
+    tick(rt, 1)
+    assert rt.ledger.state["P.pkg0"] == pytest.approx(expected_w, abs=0.001)
+    # package 1's 200 W in 1 uW units wraps in the 15-bit field: 200,000,000 mod 2^15 = 16,896 uW
+    assert rt.ledger.state["P.pkg1"] == pytest.approx(5.016896, abs=0.001)
+
+
+def test_a_refused_write_over_a_file_that_read_empty_puts_back_the_default(tmp_path: Path) -> None:
+    # nothing was in force to put back: the kernel's file reads the default again
+    node = build_node(tmp_path)
+    gov = node / POLICY.format(0) / "scaling_governor"
+    gov.write_text("")
+    model = layout.scan(str(node), node.name, None)
+    for w in model.writables:
+        if w.kind == "cpufreq_governor":
+            w.rule.default = "powersave\n"
+    rt = NodeRuntime(str(node), model, BaseLoad())
+    tick(rt, 1)
+    gov.write_text("turbo\n")
+    tick(rt, 2)
+    assert gov.read_text() == "powersave\n"
+    assert [e.attributes["error.type"] for e in rt.events] == ["einval"]

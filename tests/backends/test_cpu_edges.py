@@ -1,0 +1,56 @@
+"""CPU backend edge cases with expected values worked out by hand from the kernel's ABI
+(docs/hardware.md): a package shown by three powercap zones, and a first cpufreq policy that lists
+no CPUs. Written for mutants of backends/cpu.py that survived (docs/TESTING.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from joulectl.backends import cpu
+from joulectl.host import Host
+from joulectl.models import PowercapConstraint, PowercapZone
+
+
+def _package(zone_id: str, interface: str, pl1_w: float | None) -> PowercapZone:
+    constraints = [] if pl1_w is None else [PowercapConstraint(
+        index=0, name="long_term", limit_w=pl1_w, min_w=None, max_w=None, time_window_us=None,
+        limit_path=f"/sys/class/powercap/{zone_id}/constraint_0_power_limit_uw")]
+    return PowercapZone(path=f"/sys/class/powercap/{zone_id}", zone_id=zone_id, name="package-0", kind="package",
+                        socket=0, enabled=True, energy_readable=True, energy_uj=0, max_energy_range_uj=None,
+                        constraints=constraints, interface=interface)
+
+
+def test_three_zones_of_one_package_give_one_note_naming_both_others() -> None:
+    # One note per package: the binding zone's, naming every other zone; a zone that does not
+    # bind says nothing, even beside another zone that does not bind either.
+    zones = [_package("intel-rapl:0", "msr", 350.0), _package("intel-rapl-mmio:0", "mmio", 100.0),
+             _package("intel-rapl-mmio:1", "mmio", 280.0)]
+    cpu._mark_binding(zones)
+    assert [z.binds for z in zones] == [False, True, False]
+    assert cpu.binding_notes(zones) == [
+        "package-0: PL1 100 W of intel-rapl-mmio:0 (mmio) binds, the lower beside intel-rapl:0 (msr) PL1 350 W, "
+        "intel-rapl-mmio:1 (mmio) PL1 280 W; cap --cpu writes both"]
+
+
+def test_zones_without_a_pl1_bind_nothing_and_give_no_note() -> None:
+    zones = [_package("intel-rapl:0", "msr", None), _package("intel-rapl-mmio:0", "mmio", None),
+             _package("intel-rapl-mmio:1", "mmio", None)]
+    cpu._mark_binding(zones)
+    assert [z.binds for z in zones] == [False, False, False]
+    assert cpu.binding_notes(zones) == []
+
+
+def test_nominal_from_acpi_cppc_of_cpu0_when_policy0_lists_no_cpus(root: Path, trees: ModuleType) -> None:
+    # cppc_cpufreq: acpi_cppc/nominal_freq is in MHz (Documentation/admin-guide/acpi/cppc_sysfs.rst);
+    # policy<N> is named after its first CPU (Documentation/admin-guide/pm/cpufreq.rst), so policy0
+    # without affected_cpus/related_cpus is CPU 0's.
+    trees.write(root, "/proc/cpuinfo", trees.cpuinfo("Neoverse-N1", "ARM", 1, 4, 1, "fp asimd"))
+    trees.cpufreq_policies(root, 4, driver="cppc_cpufreq", governors="ondemand performance schedutil",
+                           governor="schedutil", min_khz=1_000_000, max_khz=3_000_000)
+    for i in range(4):
+        for leaf in ("affected_cpus", "related_cpus"):
+            (root / f"sys/devices/system/cpu/cpufreq/policy{i}/{leaf}").unlink()
+    trees.write(root, "/sys/devices/system/cpu/cpu0/acpi_cppc/nominal_freq", 2600)
+    inv = cpu.discover(Host(str(root)))
+    assert inv.nominal_mhz == 2600.0
