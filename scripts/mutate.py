@@ -19,6 +19,12 @@ reach every process the tests start.
     nice python scripts/mutate.py --sample 30 --seed 21  # 30 mutants per module group, seeded
     nice python scripts/mutate.py --only 'joulectl/ops/cap.py:545:23:max->min'
 
+Before the first mutant of a group, each of its test files runs once on the unmutated code with
+the group's modules instrumented (the map, kept in ``--map`` and remade when a module or a shared
+test file changed): each mutant then runs only the test files that ran its statement, in any
+process, and one no test file reaches survives without a run (``unreached``). ``--no-select``
+runs every test file of the group for every mutant.
+
 Results go to ``--out`` (JSON lines, one per mutant) and a summary to stdout. The working tree
 must have no uncommitted change in the mutated files; they are restored on exit, on Ctrl-C too.
 Survivors are judged by hand: equivalent (no test could tell) or a missing test; docs/TESTING.md
@@ -29,12 +35,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -267,6 +276,158 @@ class Restorer:
             os.utime(path, ns=(atime, mtime))
 
 
+# -- which test files reach which lines (the map) ----------------------------------------------------
+#
+# Before the mutants, each test file of a group runs once on the unmutated code with every module of
+# the group instrumented: the line ``from __future__ import annotations`` gets a tracer appended on
+# the same line (no line number moves), and every process that imports the module, the tests' own,
+# their ``python -m joulectl`` and ``python -S`` children and the fake tools alike, appends each line
+# of the module it runs to a file of its own as soon as it runs it (so a process killed or ended
+# with ``os._exit`` has told already). A mutant then runs only the test files that ran the
+# statement it changes; a mutant no test file reaches survives without a run ("unreached").
+
+FUTURE = b"from __future__ import annotations"
+
+HOOK = r"""
+import os as _os, sys as _sys, threading as _th
+_mod = _sys._getframe(1)
+_target = _mod.f_code.co_filename
+_fd = _os.open(_os.path.join(OUT, "%s.%d" % (NAME, _os.getpid())), _os.O_WRONLY | _os.O_CREAT | _os.O_APPEND,
+               0o644)
+_seen = set()
+
+def _local(frame, event, arg, _seen=_seen, _fd=_fd, _write=_os.write):
+    n = frame.f_lineno
+    if n not in _seen:
+        _seen.add(n)
+        _write(_fd, b"%d\n" % n)
+    return _local
+
+def _global(frame, event, arg, _t=_target):
+    if frame.f_code.co_filename == _t:
+        return _local(frame, event, arg)
+    return None
+
+_sys.settrace(_global)
+_th.settrace(_global)
+_mod.f_trace = _local
+"""
+
+
+def instrumented(source: bytes, hook_path: str, out_dir: str, name: str) -> bytes:
+    """``source`` with the tracer appended to its ``from __future__`` line (ValueError without one)."""
+    idx = source.find(FUTURE + b"\n")
+    if idx < 0:
+        raise ValueError("no 'from __future__ import annotations' line to hang the tracer on")
+    end = idx + len(FUTURE)
+    call = (f"; exec(compile(open({hook_path!r}).read(), {hook_path!r}, 'exec'), "
+            f"{{'OUT': {out_dir!r}, 'NAME': {name!r}}})")
+    return source[:end] + call.encode() + source[end:]
+
+
+def statement_spans(source: bytes) -> list[tuple[int, int]]:
+    """(first line, last line) of every statement, decorators included."""
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt):
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            spans.append((first, node.end_lineno or node.lineno))
+    return spans
+
+
+def reach_lines(m: Mutant, spans: list[tuple[int, int]]) -> range:
+    """The lines of which one runs whenever the mutated code may: from the first line of the
+    innermost statement holding the mutant to the mutant's own line."""
+    holding = [s for s in spans if s[0] <= m.line <= s[1]]
+    if not holding:
+        return range(m.line, m.line + 1)
+    first, _ = min(holding, key=lambda s: s[1] - s[0])
+    return range(first, m.line + 1)
+
+
+def test_paths(tests: list[str]) -> list[str]:
+    """The group's test entries as files (a directory: its test_*.py files), in order, each once."""
+    out: list[str] = []
+    for t in tests:
+        p = REPO / t
+        files = sorted(str(f.relative_to(REPO)) for f in p.rglob("test_*.py")) if p.is_dir() else [t]
+        out += [f for f in files if f not in out]
+    return out
+
+
+def _digest(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p.relative_to(REPO)).encode() + b"\0" + (p.read_bytes() if p.exists() else b"") + b"\0")
+    return h.hexdigest()
+
+
+def map_key(group: str) -> str:
+    """What a group's map depends on besides its test files: the modules and every other file of
+    tests/ (conftest.py, fixtures)."""
+    files, tests = MAP[group]
+    mapped = {REPO / t for t in test_paths(tests)}
+    others = [p for p in (REPO / "tests").rglob("*") if p.is_file() and p.suffix in (".py", ".yaml", ".json")
+              and p not in mapped and "__pycache__" not in p.parts]
+    return _digest([REPO / f for f in files] + others)
+
+
+def build_map(group: str, restorer: Restorer, log: Any) -> dict[str, Any] | None:
+    """Run each test file of ``group`` once with its modules instrumented: the lines each reaches,
+    its time and status (None when one fails on the unmutated code)."""
+    files, tests = MAP[group]
+    work = Path(tempfile.mkdtemp(prefix="mutmap-"))
+    hook = work / "hook.py"
+    hook.write_text(HOOK)
+    entry: dict[str, Any] = {"key": map_key(group), "paths": {}}
+    try:
+        for n, t in enumerate(test_paths(tests)):
+            out_dir = work / str(n)
+            out_dir.mkdir()
+            for f in files:
+                path = REPO / f
+                restorer.save(path)
+                original, _, mtime = restorer.saved[path]
+                path.write_bytes(instrumented(original, str(hook), str(out_dir), f.replace("/", "_")))
+                stamp = mtime + (500 + n) * 1_000_000_000
+                os.utime(path, ns=(stamp, stamp))
+            status, dt, tail = run_tests([t], timeout=3600)
+            restorer.restore()
+            print(f"[map] {group}: {t}: {status} in {dt:.0f} s", file=log, flush=True)
+            if status != "survived":
+                print(f"[map] {group}: {t} fails on the unmutated code ({tail}); group skipped", file=log, flush=True)
+                return None
+            hits: dict[str, list[int]] = {}
+            for f in files:
+                lines: set[int] = set()
+                for rec in out_dir.glob(f.replace("/", "_") + ".*"):
+                    lines.update(int(x) for x in rec.read_text().split())
+                if lines:
+                    hits[f] = sorted(lines)
+            entry["paths"][t] = {"sha": _digest([REPO / t]), "seconds": round(dt, 1), "hits": hits}
+    finally:
+        restorer.restore()
+        shutil.rmtree(work, ignore_errors=True)
+    return entry
+
+
+def select(m: Mutant, entry: dict[str, Any], tests: list[str]) -> tuple[list[str], float]:
+    """The test files that reach ``m`` (or changed since the map), and their clean time."""
+    spans = SPANS.setdefault(m.file, statement_spans((REPO / m.file).read_bytes()))
+    want = set(reach_lines(m, spans))
+    chosen: list[str] = []
+    seconds = 0.0
+    for t in test_paths(tests):
+        rec = entry["paths"].get(t)
+        if rec is None or rec["sha"] != _digest([REPO / t]) or want & set(rec["hits"].get(m.file, ())):
+            chosen.append(t)
+            seconds += rec["seconds"] if rec is not None else 60.0
+    return chosen, seconds
+
+
+SPANS: dict[str, list[tuple[int, int]]] = {}
+
+
 def run_tests(tests: list[str], timeout: float) -> tuple[str, float, str]:
     """Run ``tests`` (stop at the first failure) in a session of their own: on a timeout the whole
     session (pytest and every process it started) is killed."""
@@ -329,7 +490,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=0, help="per-mutant timeout in s (default: 3x baseline, >= 60)")
     ap.add_argument("--out", default="mutants.jsonl", help="results, one JSON object per line")
     ap.add_argument("--no-baseline", action="store_true",
-                    help="skip the clean run of each group (needs --timeout; the suite is known green)")
+                    help="skip the clean run of each group (needs --timeout; the suite is known green); "
+                         "every mutant runs all the group's tests")
+    ap.add_argument("--no-select", action="store_true",
+                    help="run all the group's tests for every mutant, not only the files that reach it")
+    ap.add_argument("--map", default="mutmap.json",
+                    help="the map of which test file reaches which line, kept between runs and remade "
+                         "when a module or a shared test file changed")
     args = ap.parse_args(argv)
 
     groups = args.group or sorted(MAP)
@@ -372,10 +539,33 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     baseline: dict[str, float] = {}
     out = open(args.out, "w")  # noqa: SIM115 - one handle for the whole run
+    select_tests = not (args.no_select or args.no_baseline)
+    maps: dict[str, Any] = {}
+    if select_tests and os.path.exists(args.map):
+        try:
+            with open(args.map, encoding="utf-8") as fh:
+                maps = json.load(fh)
+        except (OSError, ValueError):
+            maps = {}
     try:
         for g in dict.fromkeys(g for g, _ in plan):
             if args.no_baseline:
                 baseline[g] = args.timeout / 3
+                continue
+            if select_tests:
+                cached = maps.get(g)
+                if isinstance(cached, dict) and cached.get("key") == map_key(g):
+                    print(f"[map] {g}: the map in {args.map} is current", flush=True)
+                else:
+                    t0 = time.monotonic()
+                    entry = build_map(g, restorer, sys.stdout)
+                    if entry is None:
+                        continue
+                    maps[g] = entry
+                    with open(args.map, "w", encoding="utf-8") as fh:
+                        json.dump(maps, fh)
+                    print(f"[map] {g}: {time.monotonic() - t0:.0f} s", flush=True)
+                baseline[g] = sum(r["seconds"] for r in maps[g]["paths"].values())
                 continue
             status, dt, tail = run_tests(MAP[g][1], timeout=3600)
             print(f"[baseline] {g}: {status} in {dt:.0f} s {tail.splitlines()[-1] if tail else ''}", flush=True)
@@ -386,6 +576,20 @@ def main(argv: list[str] | None = None) -> int:
         for n, (g, m) in enumerate(plan, 1):
             if g not in baseline:
                 continue
+            tests = MAP[g][1]
+            clean_s = baseline[g]
+            if select_tests:
+                tests, clean_s = select(m, maps[g], tests)
+                if not tests:
+                    rec = {**asdict(m), "group": g, "status": "unreached", "seconds": 0.0,
+                           "detail": "no test file of the group runs this statement",
+                           "source_line": (REPO / m.file).read_text().splitlines()[m.line - 1].strip()}
+                    del rec["start"], rec["end"]
+                    results.append(rec)
+                    out.write(json.dumps(rec) + "\n")
+                    out.flush()
+                    print(f"[{n}/{len(plan)}] unreached    0 s  {m.id}", flush=True)
+                    continue
             path = REPO / m.file
             restorer.save(path)
             original, _, mtime = restorer.saved[path]
@@ -399,11 +603,11 @@ def main(argv: list[str] | None = None) -> int:
             # a timestamp no other version of the file had: no stale bytecode is ever used
             stamp = mtime + (1000 + n) * 1_000_000_000
             os.utime(path, ns=(stamp, stamp))
-            limit = args.timeout or max(60.0, 3 * baseline[g])
-            status, dt, detail = run_tests(MAP[g][1], timeout=limit)
+            limit = args.timeout or max(60.0, 3 * clean_s)
+            status, dt, detail = run_tests(tests, timeout=limit)
             restorer.restore()
             rec = {**asdict(m), "group": g, "status": status, "seconds": round(dt, 1), "detail": detail,
-                   "source_line": original.decode().splitlines()[m.line - 1].strip()}
+                   "source_line": original.decode().splitlines()[m.line - 1].strip(), "tests": len(tests)}
             del rec["start"], rec["end"]
             results.append(rec)
             out.write(json.dumps(rec) + "\n")
@@ -417,23 +621,25 @@ def main(argv: list[str] | None = None) -> int:
         out.close()
     print()
     results_all = results
-    results = [r for r in results_all if r["status"] in ("killed", "timeout", "survived")]
+    results = [r for r in results_all if r["status"] in ("killed", "timeout", "survived", "unreached")]
     if len(results) < len(results_all):
         print(f"{len(results_all) - len(results)} mutants not judged (error or no tests): see {args.out}")
-    print(f"{'group':24s} {'mutants':>7s} {'killed':>6s} {'timeout':>7s} {'survived':>8s}")
+    print(f"{'group':24s} {'mutants':>7s} {'killed':>6s} {'timeout':>7s} {'survived':>8s} {'(unreached)':>11s}")
     for g in groups:
         rs = [r for r in results if r["group"] == g]
         k = sum(r["status"] == "killed" for r in rs)
         t = sum(r["status"] == "timeout" for r in rs)
-        s = sum(r["status"] == "survived" for r in rs)
-        print(f"{g:24s} {len(rs):7d} {k:6d} {t:7d} {s:8d}")
-    survivors = [r for r in results if r["status"] == "survived"]
+        s = sum(r["status"] in ("survived", "unreached") for r in rs)
+        u = sum(r["status"] == "unreached" for r in rs)
+        print(f"{g:24s} {len(rs):7d} {k:6d} {t:7d} {s:8d} {u:11d}")
+    survivors = [r for r in results if r["status"] in ("survived", "unreached")]
     total = len(results)
     if total:
         print(f"\nkill rate {100 * (total - len(survivors)) / total:.1f} % of {total} mutants "
               f"(before survivors judged equivalent are set aside)")
     for r in survivors:
-        print(f"SURVIVED {r['id']}    {r['source_line']}")
+        tag = "UNREACHED" if r["status"] == "unreached" else "SURVIVED"
+        print(f"{tag} {r['id']}    {r['source_line']}")
     return 0
 
 

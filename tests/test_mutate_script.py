@@ -49,3 +49,54 @@ def test_mutants_of_a_small_module(tmp_path: Path) -> None:
     assert texts[3] == "if a < b and (b == 0):  # a comment with or and < in it"
     assert texts[7] == "return max(a, b) - 1"
     assert texts[10] == "return a * b if a is None else -a"
+
+
+TRACED = '''"""A module the map's tracer runs in a child process started with -S."""
+from __future__ import annotations
+
+import os
+import threading
+
+
+def f(x: int) -> int:
+    if x > 1:
+        return x * 2
+    return x
+
+
+def never() -> int:
+    return 1
+
+
+t = threading.Thread(target=f, args=(5,))
+t.start()
+t.join()
+f(1)
+os._exit(0)
+'''
+
+
+def test_the_map_tracer_reports_the_lines_each_process_runs(tmp_path: Path) -> None:
+    # f(5) in a thread runs line 10, f(1) line 11; never() is defined (line 14) but line 15 never
+    # runs; the module's own lines run; a process ended by os._exit has told already
+    import subprocess
+
+    mutate = _module()
+    hook = tmp_path / "hook.py"
+    hook.write_text(mutate.HOOK)
+    out = tmp_path / "out"
+    out.mkdir()
+    mod = tmp_path / "m.py"
+    mod.write_bytes(mutate.instrumented(TRACED.encode(), str(hook), str(out), "m"))
+    assert mod.read_text().splitlines()[1].startswith("from __future__ import annotations; exec(")
+    subprocess.run([sys.executable, "-S", str(mod)], check=True, timeout=60)
+    lines = {int(x) for rec in out.glob("m.*") for x in rec.read_text().split()}
+    assert lines == {4, 5, 8, 9, 10, 11, 14, 18, 19, 20, 21, 22}
+
+
+def test_a_mutant_is_reached_through_the_first_line_of_its_statement() -> None:
+    mutate = _module()
+    spans = mutate.statement_spans(b"def f(a, b):\n    return (a <\n            b)\n")
+    assert spans == [(1, 3), (2, 3)]
+    assert list(mutate.reach_lines(mutate.Mutant("m.py:2:14:<-><=", "m.py", 2, "<-><=", 0, 0, ""), spans)) == [2]
+    assert list(mutate.reach_lines(mutate.Mutant("m.py:3:12:x", "m.py", 3, "x", 0, 0, ""), spans)) == [2, 3]
