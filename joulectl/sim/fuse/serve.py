@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from joulectl.errors import JoulectlError
-from joulectl.sim.fuse import mount
+from joulectl.sim.fuse import loop, mount
 from joulectl.sim.fuse.live import FusePool, LiveNode, ensure_host_dirs
 from joulectl.sim.fuse.view import View
 
@@ -38,14 +38,13 @@ ATTR_TIMEOUT_S = 1.0
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: A name no node has: looking it up wakes the FUSE loop so that it sees a stop request.
 _WAKE = ".joulectl-stop"
-#: What ``fuse_main`` returns when its loop ended with an error, as after a signal.
-_LOOP_ENDED = 8
 
 
 def check(root: str) -> Any:
     """Before anything is rendered: the binding is there and no other run serves ``root/fuse``
     (node names, ``<pool>-<i>``, never collide with the mount's)."""
     binding = mount.load_binding()
+    loop.spin_s()  # a bad JOULECTL_FUSE_SPIN_US stops the start here
     mount.refuse_live(os.path.join(root, MOUNT_DIR))
     return binding
 
@@ -109,13 +108,11 @@ def serve(entries: list[Any], root: str, spec_facility: Any, binding: Any, *, ti
     sys.setswitchinterval(0.0005)  # a read waits for the tick thread's GIL slice at most this long
     thread.start()
     try:
-        binding.FUSE(view, mnt, raw_fi=True, foreground=True, nothreads=True, fsname="joulectl-sim",
-                     subtype="joulectl", entry_timeout=ENTRY_TIMEOUT_S, attr_timeout=ATTR_TIMEOUT_S,
-                     negative_timeout=0.0)
+        loop.run(binding, view, mnt, loop.spin_s(), fsname="joulectl-sim", subtype="joulectl",
+                 entry_timeout=ENTRY_TIMEOUT_S, attr_timeout=ATTR_TIMEOUT_S, negative_timeout=0.0)
     except RuntimeError as exc:
-        # fuse_main returns 8 when its loop ended by a signal (the error is the signal's number).
-        if not (mounted.is_set() and exc.args and exc.args[0] == _LOOP_ENDED):
-            out.setdefault("error", JoulectlError(f"{mnt}: the FUSE mount failed (libfuse error {exc})"))
+        # The loop returns 0 when a signal or fuse_exit ended it; anything else failed.
+        out.setdefault("error", JoulectlError(f"{mnt}: the FUSE mount failed (libfuse error {exc})"))
     finally:
         stop.set()
         mounted.set()
