@@ -18,12 +18,22 @@ Method:
   which the read steps, and a writable attribute).
 - discover: ``joulectl --root R discover -o json`` through the mount and on the plain tree,
   alternately, ``--discover`` (default 10) runs each; median wall time and the ratio.
+- Placement: the same reads with the serving process's FUSE thread pinned to CPU 0 and this
+  process on CPU 0 ("same CPU") or CPU 1 ("other CPU"), alternating in blocks of 100. On an idle
+  machine the scheduler puts a reader on the CPU the FUSE thread is not on (it prefers an idle
+  CPU at each wake-up), so "other CPU" is what an idle machine shows and "same CPU" the floor.
+- Polling: two more runs of ``--ab-nodes`` (default 2) nodes each, on their own roots, served at
+  once, one with ``JOULECTL_FUSE_SPIN_US=0`` (the loop sleeps after every request, as libfuse's
+  own loop) and one with the default polling; reads from this process alternate between them in
+  blocks of 100 (unpinned and from the other CPU), then ``discover -o json`` alternately; the CPU
+  seconds each serving process used per read (``/proc/PID/stat``).
 - Tick: the run serving all nodes with the tick at 1 s while the reads and discovers above go on,
   then ``--ticks`` more seconds idle; its own summary gives the median tick and the overruns.
 - The load average before each case is reported (the machine is shared).
 
 Usage: ``python benchmarks/bench_fuse.py [--nodes N] [--reads R] [--discover D] [--ticks T]
-[--starts S] [--root DIR] [--keep]``.
+[--starts S] [--ab-nodes N] [--root DIR] [--keep]``; ``--quick`` is ``--reads 1000 --discover 6
+--ticks 5 --starts 2`` (the figures the targets need, in 1-3 minutes).
 """
 
 from __future__ import annotations
@@ -58,6 +68,14 @@ ATTRS = {
 JOULECTL = [sys.executable, "-m", "joulectl"]
 
 
+def _sys_value(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "?"
+
+
 def _load() -> str:
     with open("/proc/loadavg", encoding="utf-8") as fh:
         return " ".join(fh.read().split()[:3])
@@ -70,10 +88,11 @@ def _served(mnt: Path, names: list[str]) -> bool:
         return False
 
 
-def _start(spec: Path, root: Path, names: list[str]) -> tuple[subprocess.Popen[str], float]:
+def _start(spec: Path, root: Path, names: list[str],
+           env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], float]:
     t0 = time.perf_counter()
     proc = subprocess.Popen([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--fuse", "--tick", "1",
-                             "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     while not _served(root / "fuse", names):
         if proc.poll() is not None:
             err = proc.stderr.read() if proc.stderr else ""
@@ -111,6 +130,84 @@ def _reads(path: Path, n: int) -> list[float]:
     return out
 
 
+def _cpu_of(pid: int) -> float:
+    """CPU seconds of the main thread of ``pid`` (the FUSE loop; the tick thread is not counted), in ns
+    resolution from ``/proc/PID/schedstat``."""
+    with open(f"/proc/{pid}/schedstat", encoding="ascii") as fh:
+        return int(fh.read().split()[0]) / 1e9
+
+
+def _pin(cpu: int | None) -> None:
+    os.sched_setaffinity(0, set(range(os.cpu_count() or 1)) if cpu is None else {cpu})
+
+
+def _placement(pid: int, node: Path, n: int) -> None:
+    """Reads with the FUSE thread (the serving process's main thread) on CPU 0 and this process on
+    CPU 0 or CPU 1, alternating in blocks of 100."""
+    cpus = os.sched_getaffinity(pid)
+    if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= cpus:
+        print("\nplacement: needs CPUs 0 and 1 (skipped)")
+        return
+    print(f"\nreads by placement, µs median (load {_load()}): FUSE thread on CPU 0, reader on CPU 0 / CPU 1")
+    os.sched_setaffinity(pid, {0})  # the thread whose id is the process's: libfuse's loop
+    try:
+        for label, rel in ATTRS.items():
+            same: list[float] = []
+            other: list[float] = []
+            for _ in range(max(1, n // 100)):
+                _pin(0)
+                same.extend(_reads(node / rel, 100))
+                _pin(1)
+                other.extend(_reads(node / rel, 100))
+            print(f"  {label:28s} same CPU {statistics.median(same):6.1f}   other CPU {statistics.median(other):6.1f}")
+    finally:
+        _pin(None)
+        os.sched_setaffinity(pid, cpus)
+
+
+def _polling(base: Path, count: int, n: int, discovers: int) -> None:
+    """The request loop without polling (JOULECTL_FUSE_SPIN_US=0) against the default, served at once."""
+    runs = []
+    for label, spin in (("no polling", "0"), ("polling (default)", None)):
+        root = base / f"ab-{'0' if spin == '0' else 'default'}"
+        spec = base / f"spec-ab-{count}.yaml"
+        spec.write_text(SPEC.format(count=count))
+        subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "1", "--fast"],
+                       check=True, capture_output=True)
+        env = dict(os.environ)
+        env.pop("JOULECTL_FUSE_SPIN_US", None)
+        if spin is not None:
+            env["JOULECTL_FUSE_SPIN_US"] = spin
+        proc, _ = _start(spec, root, ["intel-0"], env=env)
+        runs.append((label, root, proc))
+    try:
+        print(f"\npolling after a request, µs median (load {_load()}): {runs[0][0]} vs {runs[1][0]}, alternating;"
+              " CPU µs of the FUSE thread per read")
+        for where in (None, 1):
+            for label, rel in ATTRS.items():
+                times: list[list[float]] = [[], []]
+                cpu0 = [_cpu_of(p.pid) for _, _, p in runs]
+                _pin(where)
+                for _ in range(max(1, n // 200)):
+                    for i, (_, root, _p) in enumerate(runs):
+                        times[i].extend(_reads(root / "fuse" / "intel-0" / rel, 100))
+                _pin(None)
+                cpu = [(_cpu_of(p.pid) - c) * 1e6 / max(1, len(times[i])) for i, ((_, _, p), c) in
+                       enumerate(zip(runs, cpu0, strict=True))]
+                place = "unpinned " if where is None else "CPU 1    "
+                print(f"  {place}{label:28s} " + "   ".join(
+                    f"{statistics.median(t):6.1f} (CPU {c:4.0f})" for t, c in zip(times, cpu, strict=True)))
+        d: list[list[float]] = [[], []]
+        for _ in range(discovers):
+            for i, (_, root, _p) in enumerate(runs):
+                d[i].append(_discover(root / "fuse" / "intel-0"))
+        print(f"  discover -o json, s, median of {discovers}: " + "   ".join(
+            f"{statistics.median(t):.3f} (min {min(t):.3f})" for t in d))
+    finally:
+        for _, root, proc in runs:
+            _stop(proc, root)
+
+
 def _pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -132,9 +229,15 @@ def main() -> None:
     ap.add_argument("--discover", type=int, default=10)
     ap.add_argument("--ticks", type=int, default=20)
     ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--ab-nodes", type=int, default=2)
     ap.add_argument("--root")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    if args.quick:
+        args.reads, args.discover, args.ticks, args.starts = 1000, 6, 5, 2
+    print(f"{os.cpu_count()} CPUs; cpuidle {_sys_value('/sys/devices/system/cpu/cpuidle/current_driver')}, "
+          f"guest_halt_poll_ns {_sys_value('/sys/module/haltpoll/parameters/guest_halt_poll_ns')}")
     base = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="bench-fuse-"))
     base.mkdir(parents=True, exist_ok=True)
     spec = base / f"spec-{args.nodes}.yaml"
@@ -181,6 +284,7 @@ def main() -> None:
             d_ref.append(_discover(plain))
         ml, mr = statistics.median(d_live), statistics.median(d_ref)
         print(f"  FUSE {ml:.3f}  plain {mr:.3f}  ratio {ml / mr:.2f}x (min {min(d_live):.3f} vs {min(d_ref):.3f})")
+        _placement(proc.pid, node, args.reads)
         time.sleep(args.ticks)
         stop, summary = _stop(proc, root)
         stops.append(stop)
@@ -196,6 +300,8 @@ def main() -> None:
         print(f"the same start and stop without FUSE (simulate run --ticks 0, 1 worker): median "
               f"{statistics.median(plain_runs):.2f} s ({', '.join(f'{s:.2f}' for s in plain_runs)}), CPU "
               f"{statistics.median(plain_cpu):.2f} s")
+        if args.ab_nodes > 0:
+            _polling(base, args.ab_nodes, args.reads, args.discover)
     finally:
         if not args.keep and not args.root:
             shutil.rmtree(base, ignore_errors=True)
