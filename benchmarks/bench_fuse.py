@@ -25,8 +25,9 @@ Method:
 - Polling: two more runs of ``--ab-nodes`` (default 2) nodes each, on their own roots, served at
   once, one with ``JOULECTL_FUSE_SPIN_US=0`` (the loop sleeps after every request, as libfuse's
   own loop) and one with the default polling; reads from this process alternate between them in
-  blocks of 100 (unpinned and from the other CPU), then ``discover -o json`` alternately; the CPU
-  seconds each serving process used per read (``/proc/PID/stat``).
+  blocks of 100 (unpinned, and with the FUSE threads on CPU 0 and this process on CPU 1), then
+  ``discover -o json`` alternately; the CPU time of each FUSE thread per read
+  (``/proc/PID/schedstat``: the loop is the main thread; polling shows there).
 - Tick: the run serving all nodes with the tick at 1 s while the reads and discovers above go on,
   then ``--ticks`` more seconds idle; its own summary gives the median tick and the overruns.
 - The load average before each case is reported (the machine is shared).
@@ -187,6 +188,8 @@ def _polling(base: Path, count: int, n: int, discovers: int) -> None:
             for label, rel in ATTRS.items():
                 times: list[list[float]] = [[], []]
                 cpu0 = [_cpu_of(p.pid) for _, _, p in runs]
+                for _, _, p in runs:  # "other CPU": the FUSE threads on CPU 0, the reader on CPU 1
+                    os.sched_setaffinity(p.pid, {0} if where == 1 else set(range(os.cpu_count() or 1)))
                 _pin(where)
                 for _ in range(max(1, n // 200)):
                     for i, (_, root, _p) in enumerate(runs):
@@ -194,7 +197,7 @@ def _polling(base: Path, count: int, n: int, discovers: int) -> None:
                 _pin(None)
                 cpu = [(_cpu_of(p.pid) - c) * 1e6 / max(1, len(times[i])) for i, ((_, _, p), c) in
                        enumerate(zip(runs, cpu0, strict=True))]
-                place = "unpinned " if where is None else "CPU 1    "
+                place = "unpinned " if where is None else "other CPU"
                 print(f"  {place}{label:28s} " + "   ".join(
                     f"{statistics.median(t):6.1f} (CPU {c:4.0f})" for t, c in zip(times, cpu, strict=True)))
         d: list[list[float]] = [[], []]

@@ -174,6 +174,31 @@ def spin_s() -> float:
     return us / 1e6
 
 
+def _fuse_class(binding: Any) -> Any:
+    """mfusepy's ``FUSE`` with ``getattr`` answered from a cache of the ``struct stat`` it filled
+    for a path the operations call constant (``attrs_constant``): a cached path costs one copy
+    instead of mfusepy's field-by-field conversion of a dict and the operations' ``lstat``."""
+
+    class Fuse(binding.FUSE):  # type: ignore[misc,name-defined]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._stat_cache: dict[bytes, bytes] = {}
+            super().__init__(*args, **kwargs)  # serves until the loop ends
+
+        def fgetattr(self, path: bytes | None, buf: Any, fip: Any) -> int:
+            cache = self._stat_cache
+            if path is not None:
+                blob = cache.get(path)
+                if blob is not None:
+                    ctypes.memmove(buf, blob, len(blob))
+                    return 0
+            rc: int = super().fgetattr(path, buf, fip)
+            if path is not None and self.operations.attrs_constant(path.decode(self.encoding, self.errors)):
+                cache[path] = ctypes.string_at(buf, ctypes.sizeof(binding.c_stat))
+            return rc
+
+    return Fuse
+
+
 def run(binding: Any, operations: Any, mountpoint: str, spin_s: float = SPIN_S, **kwargs: Any) -> None:
     """``binding.FUSE(operations, mountpoint, raw_fi=True, foreground=True, nothreads=True, **kwargs)``
     served by :class:`Loop`; a RuntimeError carries libfuse's error as mfusepy's does."""
@@ -181,6 +206,6 @@ def run(binding: Any, operations: Any, mountpoint: str, spin_s: float = SPIN_S, 
     saved = binding.fuse_main_real
     binding.fuse_main_real = loop.main
     try:
-        binding.FUSE(operations, mountpoint, raw_fi=True, foreground=True, nothreads=True, **kwargs)
+        _fuse_class(binding)(operations, mountpoint, raw_fi=True, foreground=True, nothreads=True, **kwargs)
     finally:
         binding.fuse_main_real = saved

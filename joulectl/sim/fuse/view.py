@@ -108,6 +108,13 @@ class View:
             return self._attrs(self._root_st, False)
         return self._attrs(os.lstat(disk), top == "sys")
 
+    def attrs_constant(self, path: str) -> bool:
+        """Whether ``path``'s attributes never change while mounted, so the binding may cache them:
+        every entry of a node's ``sys/`` (nothing there is created, removed, re-permissioned or
+        resized; the times stay as first seen, as sysfs's own do)."""
+        parts = path.split("/", 3)
+        return len(parts) > 2 and parts[2] == "sys" and parts[1] in self.nodes
+
     def access(self, path: str, amode: int) -> int:
         _node, top, disk = self._disk(path)
         st = os.lstat(disk)

@@ -46,7 +46,8 @@ def test_bad_spin_time_is_one_line_before_anything_is_rendered(tmp_path: Path, r
 @requires_fuse
 def test_without_polling_it_serves_and_ends_with_its_ticks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """JOULECTL_FUSE_SPIN_US=0 sleeps in poll() after every request (libfuse's own loop does the same);
-    the run's end (--ticks) wakes it with one lookup and it unmounts."""
+    the run's end (--ticks) wakes it with one lookup and it unmounts. The attributes of a sys/ file
+    are answered as first seen (the tree's copy is rewritten by every store; sysfs's times stay)."""
     monkeypatch.setenv(loop.SPIN_ENV, "0")
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC.split("  - {name: flex")[0])
@@ -54,8 +55,15 @@ def test_without_polling_it_serves_and_ends_with_its_ticks(tmp_path: Path, monke
     s = start(root, spec, "--ticks", "4")
     node = s.node("intel-0")
     first = int((node / RAPL0 / "energy_uj").read_text())
-    (node / GOV).write_text("powersave\n")
+    tree_gov = root / "intel-0" / GOV
+    os.utime(tree_gov, ns=(1_000_000_000, 1_000_000_000))  # before the mount first looks at it
+    seen = os.stat(node / GOV)
+    (node / GOV).write_text("powersave\n")  # rewrites the tree's copy
     assert (node / GOV).read_text() == "powersave\n"
+    again = os.stat(node / GOV)  # the write and the read made the kernel ask again: the cache answers
+    assert (again.st_size, again.st_nlink, again.st_mode & 0o777) == (4096, 1, 0o644)
+    assert again.st_mtime_ns == seen.st_mtime_ns == 1_000_000_000
+    assert os.stat(tree_gov).st_mtime_ns > 1_000_000_000
     assert int((node / RAPL0 / "energy_uj").read_text()) >= first
     out, err = s.proc.communicate(timeout=120)
     assert s.proc.returncode == 0, err
