@@ -197,7 +197,7 @@ def _polling(base: Path, count: int, n: int, discovers: int) -> None:
                 _pin(None)
                 cpu = [(_cpu_of(p.pid) - c) * 1e6 / max(1, len(times[i])) for i, ((_, _, p), c) in
                        enumerate(zip(runs, cpu0, strict=True))]
-                place = "unpinned " if where is None else "other CPU"
+                place = "unpinned  " if where is None else "other CPU "
                 print(f"  {place}{label:28s} " + "   ".join(
                     f"{statistics.median(t):6.1f} (CPU {c:4.0f})" for t, c in zip(times, cpu, strict=True)))
         d: list[list[float]] = [[], []]
