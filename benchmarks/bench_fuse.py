@@ -22,10 +22,12 @@ Method:
   process on CPU 0 ("same CPU") or CPU 1 ("other CPU"), alternating in blocks of 100. On an idle
   machine the scheduler puts a reader on the CPU the FUSE thread is not on (it prefers an idle
   CPU at each wake-up), so "other CPU" is what an idle machine shows and "same CPU" the floor.
-- Polling: two more runs of ``--ab-nodes`` (default 2) nodes each, on their own roots, served at
-  once, one with ``JOULECTL_FUSE_SPIN_US=0`` (the loop sleeps after every request, as libfuse's
-  own loop) and one with the default polling; reads from this process alternate between them in
-  blocks of 100 (unpinned, and with the FUSE threads on CPU 0 and this process on CPU 1), then
+- The loop: three more runs of ``--ab-nodes`` (default 2) nodes each, on their own roots, served
+  at once: one with ``JOULECTL_FUSE_SPIN_US=0`` (the loop sleeps after every request, as libfuse's
+  own loop), one with the default polling, one with ``JOULECTL_FUSE_COLOCATE=1`` too (on a quiet
+  machine the loop moves to the reader's CPU as SCHED_IDLE: joulectl/sim/fuse/colocate.py); reads
+  from this process alternate between them in blocks of 100 (unpinned, and with the FUSE threads
+  on CPU 0 and this process on CPU 1; a colocating loop moves anyway), then
   ``discover -o json`` alternately; the CPU time of each FUSE thread per read
   (``/proc/PID/schedstat``: the loop is the main thread; polling shows there).
 - Tick: the run serving all nodes with the tick at 1 s while the reads and discovers above go on,
@@ -166,29 +168,35 @@ def _placement(pid: int, node: Path, n: int) -> None:
         os.sched_setaffinity(pid, cpus)
 
 
+#: The loop variants of the polling A/B: label, root suffix, environment.
+VARIANTS = (
+    ("no polling", "nopoll", {"JOULECTL_FUSE_SPIN_US": "0"}),
+    ("polling (default)", "default", {}),
+    ("polling + colocate", "colocate", {"JOULECTL_FUSE_COLOCATE": "1"}),
+)
+
+
 def _polling(base: Path, count: int, n: int, discovers: int) -> None:
-    """The request loop without polling (JOULECTL_FUSE_SPIN_US=0) against the default, served at once."""
+    """The request loop without polling (JOULECTL_FUSE_SPIN_US=0), with the default polling, and with
+    polling and JOULECTL_FUSE_COLOCATE=1, served at once."""
     runs = []
-    for label, spin in (("no polling", "0"), ("polling (default)", None)):
-        root = base / f"ab-{'0' if spin == '0' else 'default'}"
-        spec = base / f"spec-ab-{count}.yaml"
-        spec.write_text(SPEC.format(count=count))
-        subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "1", "--fast"],
-                       check=True, capture_output=True)
-        env = dict(os.environ)
-        env.pop("JOULECTL_FUSE_SPIN_US", None)
-        if spin is not None:
-            env["JOULECTL_FUSE_SPIN_US"] = spin
-        proc, _ = _start(spec, root, ["intel-0"], env=env)
-        runs.append((label, root, proc))
+    spec = base / f"spec-ab-{count}.yaml"
+    spec.write_text(SPEC.format(count=count))
     try:
-        print(f"\npolling after a request, µs median (load {_load()}): {runs[0][0]} vs {runs[1][0]}, alternating;"
-              " CPU µs of the FUSE thread per read")
+        for label, suffix, extra in VARIANTS:
+            root = base / f"ab-{suffix}"
+            subprocess.run([*JOULECTL, "simulate", "run", str(spec), "--root", str(root), "--ticks", "1", "--fast"],
+                           check=True, capture_output=True)
+            env = {k: v for k, v in os.environ.items() if k not in ("JOULECTL_FUSE_SPIN_US", "JOULECTL_FUSE_COLOCATE")}
+            proc, _ = _start(spec, root, ["intel-0"], env={**env, **extra})
+            runs.append((label, root, proc))
+        print(f"\nthe loop, µs median (load {_load()}): " + " vs ".join(r[0] for r in runs) +
+              ", alternating in blocks of 100; in brackets the FUSE thread's CPU µs per read")
         for where in (None, 1):
             for label, rel in ATTRS.items():
-                times: list[list[float]] = [[], []]
+                times: list[list[float]] = [[] for _ in runs]
                 cpu0 = [_cpu_of(p.pid) for _, _, p in runs]
-                for _, _, p in runs:  # "other CPU": the FUSE threads on CPU 0, the reader on CPU 1
+                for _, _, p in runs:  # "other CPU": the FUSE threads on CPU 0 (a colocating one moves), reader CPU 1
                     os.sched_setaffinity(p.pid, {0} if where == 1 else set(range(os.cpu_count() or 1)))
                 _pin(where)
                 for _ in range(max(1, n // 200)):
@@ -199,13 +207,13 @@ def _polling(base: Path, count: int, n: int, discovers: int) -> None:
                        enumerate(zip(runs, cpu0, strict=True))]
                 place = "unpinned  " if where is None else "other CPU "
                 print(f"  {place}{label:28s} " + "   ".join(
-                    f"{statistics.median(t):6.1f} (CPU {c:4.0f})" for t, c in zip(times, cpu, strict=True)))
-        d: list[list[float]] = [[], []]
+                    f"{statistics.median(t):6.1f} ({c:4.0f})" for t, c in zip(times, cpu, strict=True)))
+        d: list[list[float]] = [[] for _ in runs]
         for _ in range(discovers):
             for i, (_, root, _p) in enumerate(runs):
                 d[i].append(_discover(root / "fuse" / "intel-0"))
-        print(f"  discover -o json, s, median of {discovers}: " + "   ".join(
-            f"{statistics.median(t):.3f} (min {min(t):.3f})" for t in d))
+        print(f"  discover -o json, s, median of {discovers} (fastest): " + "   ".join(
+            f"{statistics.median(t):.3f} ({min(t):.3f})" for t in d))
     finally:
         for _, root, proc in runs:
             _stop(proc, root)

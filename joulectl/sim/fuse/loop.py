@@ -29,6 +29,8 @@ import os
 import time
 from typing import Any
 
+from joulectl.sim.fuse.colocate import Colocator
+
 #: How long the loop keeps polling after a request before it sleeps (s).
 SPIN_S = 0.0003
 #: The environment variable that sets another polling time, in µs (0: sleep at once, as libfuse's
@@ -76,9 +78,10 @@ def _split(argv: list[bytes]) -> tuple[list[bytes], bytes]:
 class Loop:
     """One session's loop over libfuse's own functions (``lib``: the ``CDLL`` mfusepy loaded)."""
 
-    def __init__(self, lib: Any, spin_s: float = SPIN_S) -> None:
+    def __init__(self, lib: Any, spin_s: float = SPIN_S, colocator: Colocator | None = None) -> None:
         self.lib = lib
         self.spin_ns = int(spin_s * 1e9)
+        self.colocator = colocator
         self.libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         lib.fuse_new.restype = ctypes.c_void_p
         lib.fuse_new.argtypes = [ctypes.POINTER(_FuseArgs), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
@@ -136,23 +139,36 @@ class Loop:
         pref = ctypes.byref(pfd)
         spin, clock, yield_cpu = self.spin_ns, time.perf_counter_ns, os.sched_yield
         again, intr = -errno.EAGAIN, -errno.EINTR
+        col = self.colocator if self.colocator is not None and self.colocator.enabled else None
+        woke = True
         res = 0
         last = clock()
         try:
             while not exited(se):
                 res = receive(se, ref)
                 if res > 0:
+                    if col is not None:
+                        if woke:
+                            col.follow(buf.mem, last)
+                        else:
+                            col.check(last)
+                    woke = False
                     process(se, ref)
                     last = clock()
                 elif res == again:
                     if clock() - last < spin:
                         yield_cpu()
                     else:
+                        if col is not None:
+                            col.release()
                         libc.poll(pref, 1, -1)  # a signal (EINTR) ends it too: the loop checks exited
                         last = clock()
+                        woke = True
                 elif res != intr:
                     break  # 0: unmounted or exited; below 0: the device failed
         finally:
+            if col is not None:
+                col.release()
             if buf.mem:
                 libc.free(buf.mem)
         return 0 if res >= 0 or res in (again, intr) else -res
@@ -199,10 +215,12 @@ def _fuse_class(binding: Any) -> Any:
     return Fuse
 
 
-def run(binding: Any, operations: Any, mountpoint: str, spin_s: float = SPIN_S, **kwargs: Any) -> None:
+def run(binding: Any, operations: Any, mountpoint: str, spin_s: float = SPIN_S, colocate: bool = False,
+        **kwargs: Any) -> None:
     """``binding.FUSE(operations, mountpoint, raw_fi=True, foreground=True, nothreads=True, **kwargs)``
-    served by :class:`Loop`; a RuntimeError carries libfuse's error as mfusepy's does."""
-    loop = Loop(binding._libfuse, spin_s)
+    served by :class:`Loop` (with a :class:`~joulectl.sim.fuse.colocate.Colocator` when ``colocate``);
+    a RuntimeError carries libfuse's error as mfusepy's does."""
+    loop = Loop(binding._libfuse, spin_s, Colocator() if colocate else None)
     saved = binding.fuse_main_real
     binding.fuse_main_real = loop.main
     try:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from joulectl.errors import JoulectlError
-from joulectl.sim.fuse import loop, mount
+from joulectl.sim.fuse import colocate, loop, mount
 from joulectl.sim.fuse.live import FusePool, LiveNode, ensure_host_dirs
 from joulectl.sim.fuse.view import View
 
@@ -44,7 +44,8 @@ def check(root: str) -> Any:
     """Before anything is rendered: the binding is there and no other run serves ``root/fuse``
     (node names, ``<pool>-<i>``, never collide with the mount's)."""
     binding = mount.load_binding()
-    loop.spin_s()  # a bad JOULECTL_FUSE_SPIN_US stops the start here
+    loop.spin_s()  # a bad JOULECTL_FUSE_SPIN_US or JOULECTL_FUSE_COLOCATE stops the start here
+    colocate.enabled()
     mount.refuse_live(os.path.join(root, MOUNT_DIR))
     return binding
 
@@ -108,7 +109,7 @@ def serve(entries: list[Any], root: str, spec_facility: Any, binding: Any, *, ti
     sys.setswitchinterval(0.0005)  # a read waits for the tick thread's GIL slice at most this long
     thread.start()
     try:
-        loop.run(binding, view, mnt, loop.spin_s(), fsname="joulectl-sim", subtype="joulectl",
+        loop.run(binding, view, mnt, loop.spin_s(), colocate.enabled(), fsname="joulectl-sim", subtype="joulectl",
                  entry_timeout=ENTRY_TIMEOUT_S, attr_timeout=ATTR_TIMEOUT_S, negative_timeout=0.0)
     except RuntimeError as exc:
         # The loop returns 0 when a signal or fuse_exit ended it; anything else failed.
