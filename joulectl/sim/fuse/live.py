@@ -123,10 +123,10 @@ class LiveNode:
         total = rt.ledger.energy.get(c.component, 0)
         return f"{total % c.max_range if c.max_range else total}\n"
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, fds: FdCache) -> bytes:
         """A writable attribute's content, read under the lock (the tick rewrites it in place)."""
-        with self.lock, open(path, "rb") as fh:
-            return fh.read(65536)
+        with self.lock:
+            return os.pread(fds.get(path), 65536, 0)
 
     # -- writes ----------------------------------------------------------------------------------
 
@@ -151,6 +151,40 @@ class LiveNode:
                 if ev.name == REJECTED:
                     return int(ev.attributes.get("errno") or 0)
         return 0
+
+
+class FdCache:
+    """Read-only descriptors of the tree's sysfs files, the last :attr:`size` used kept open.
+
+    Every value is written to these files in place (same inode: :func:`write_in_place`), and nothing
+    in ``sys/`` is created, removed or renamed while mounted, so a kept descriptor always reads what
+    the file holds now; a read through it is one ``pread`` instead of ``open``, ``pread``, ``close``.
+    Used by the FUSE thread only. A path is looked up at each read (never a descriptor kept
+    elsewhere), so closing the least recently used one is safe.
+    """
+
+    def __init__(self, size: int = 512) -> None:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.size = max(1, min(size, soft // 4)) if soft != resource.RLIM_INFINITY else size
+        self._fds: dict[str, int] = {}
+
+    def get(self, path: str) -> int:
+        fds = self._fds
+        fd = fds.pop(path, -1)
+        if fd < 0:
+            fd = os.open(path, os.O_RDONLY)
+            if len(fds) >= self.size:
+                oldest = next(iter(fds))
+                os.close(fds.pop(oldest))
+        fds[path] = fd  # most recently used last
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
 
 class FusePool:

@@ -24,13 +24,13 @@ import os
 import stat
 from typing import Any
 
-from joulectl.sim.fuse.live import LiveNode
+from joulectl.sim.fuse.live import FdCache, LiveNode
 
 #: Top-level directories of a node passed through read-write (create, rename, remove).
 READ_WRITE = frozenset({"state", "var", "run"})
 ATTR_SIZE = 4096
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR
-_FD, _COUNTER, _WRITABLE, _SINK = 0, 1, 2, 3
+_FD, _COUNTER, _WRITABLE, _SINK, _STATIC = 0, 1, 2, 3, 4
 
 
 def _err(code: int) -> OSError:
@@ -38,13 +38,15 @@ def _err(code: int) -> OSError:
 
 
 class _Handle:
-    __slots__ = ("buf", "fd", "index", "kind", "node")
+    __slots__ = ("buf", "fd", "index", "kind", "node", "path")
 
-    def __init__(self, kind: int, node: LiveNode | None = None, index: int = -1, fd: int = -1) -> None:
+    def __init__(self, kind: int, node: LiveNode | None = None, index: int = -1, fd: int = -1,
+                 path: str = "") -> None:
         self.kind = kind
         self.node = node
         self.index = index
         self.fd = fd
+        self.path = path  # _STATIC: the tree's file, read through the FdCache
         self.buf: bytes | None = None
 
 
@@ -67,6 +69,7 @@ class View:
         self._sys: dict[str, tuple[bool, int, int, int, int]] = {}
         self._next = 1
         self._root_st = os.lstat(root)
+        self._fds = FdCache()
 
     # -- paths -----------------------------------------------------------------------------------
 
@@ -160,8 +163,9 @@ class View:
             if not writable:
                 raise _err(errno.EACCES)
             return self._add(_Handle(write_kind, node, write_index), fi)
-        if read_kind == _FD:
-            return self._add(_Handle(_FD, fd=os.open(disk, os.O_RDONLY)), fi)
+        if read_kind == _STATIC:
+            self._fds.get(disk)  # an error opening it is the open's
+            return self._add(_Handle(_STATIC, path=disk), fi)
         return self._add(_Handle(read_kind, node, read_index), fi)
 
     @staticmethod
@@ -176,7 +180,7 @@ class View:
         widx = node.writable_index(rel) if entry is not None else None
         # A counter that is also writable (pp_dpm_sclk) reads the tree, which a write rewrites at once.
         if entry is None:
-            read = (_FD, -1)
+            read = (_STATIC, -1)
         elif widx is not None:
             read = (_WRITABLE, widx)
         else:
@@ -193,13 +197,15 @@ class View:
         h = self._handles[fi.fh]
         if h.kind == _FD:
             return os.pread(h.fd, size, offset)
+        if h.kind == _STATIC:
+            return os.pread(self._fds.get(h.path), size, offset)
         if offset == 0 or h.buf is None:  # sysfs: the content is made at the read from offset 0
             node = h.node
             assert node is not None
             if h.kind == _COUNTER:
                 h.buf = node.read_counter(h.index)
             elif h.kind == _WRITABLE:
-                h.buf = node.read_file(node.rt.model.writables[h.index].path)
+                h.buf = node.read_file(node.rt.model.writables[h.index].path, self._fds)
             else:
                 h.buf = b""
         return h.buf[offset:offset + size]
@@ -309,3 +315,4 @@ class View:
             if h.kind == _FD:
                 os.close(h.fd)
         self._handles.clear()
+        self._fds.close()

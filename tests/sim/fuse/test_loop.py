@@ -121,3 +121,25 @@ def test_without_polling_it_serves_and_ends_with_its_ticks(tmp_path: Path, monke
     assert s.proc.returncode == 0, err
     assert "ticks" in out
     assert not (root / "fuse").exists()
+
+
+def test_fd_cache_keeps_the_last_used_and_reads_what_the_file_holds_now(tmp_path: Path) -> None:
+    from joulectl.sim.fuse.live import FdCache
+    from joulectl.sim.tick import write_in_place
+
+    paths = [tmp_path / f"a{i}" for i in range(3)]
+    for i, p in enumerate(paths):
+        p.write_text(f"{i}\n")
+    fds = FdCache(size=2)
+    first = fds.get(str(paths[0]))
+    assert os.pread(first, 4096, 0) == b"0\n"
+    write_in_place(str(paths[0]), "1000000\n")  # as a store or a tick rewrites an attribute
+    assert os.pread(fds.get(str(paths[0])), 4096, 0) == b"1000000\n"
+    fds.get(str(paths[1]))
+    fds.get(str(paths[0]))  # used again: now paths[1] is the oldest
+    fds.get(str(paths[2]))  # evicts paths[1]
+    assert sorted(fds._fds) == sorted([str(paths[0]), str(paths[2])])
+    with pytest.raises(FileNotFoundError):
+        fds.get(str(tmp_path / "missing"))
+    fds.close()
+    assert fds._fds == {}
