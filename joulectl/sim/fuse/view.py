@@ -66,7 +66,8 @@ class View:
         self.on_init = on_init
         self.stop_requested = False
         self._handles: dict[int, _Handle] = {}
-        self._sys: dict[str, tuple[bool, int, int, int, int]] = {}
+        #: How each sysfs file opened so far is served: :meth:`_sys_file`'s answer, its node, the tree's path.
+        self._sys: dict[str, tuple[bool, int, int, int, int, LiveNode, str]] = {}
         self._next = 1
         self._root_st = os.lstat(root)
         self._fds = FdCache()
@@ -149,16 +150,16 @@ class View:
         return 0
 
     def open(self, path: str, fi: Any) -> int:
-        node, top, disk = self._disk(path)
         flags = fi.flags
-        if node is None or not top:
-            raise _err(errno.EISDIR)
-        if top != "sys":
-            return self._add(_Handle(_FD, fd=os.open(disk, flags & ~(os.O_CREAT | os.O_EXCL))), fi)
         hit = self._sys.get(path)
-        if hit is None:
-            hit = self._sys[path] = self._sys_file(node, disk)
-        writable, read_kind, read_index, write_kind, write_index = hit
+        if hit is None or self.stop_requested:
+            node, top, disk = self._disk(path)
+            if node is None or not top:
+                raise _err(errno.EISDIR)
+            if top != "sys":
+                return self._add(_Handle(_FD, fd=os.open(disk, flags & ~(os.O_CREAT | os.O_EXCL))), fi)
+            hit = self._sys[path] = (*self._sys_file(node, disk), node, disk)
+        writable, read_kind, read_index, write_kind, write_index, node, disk = hit
         if flags & _WRITE_FLAGS:
             if not writable:
                 raise _err(errno.EACCES)
