@@ -291,7 +291,6 @@ FUTURE = b"from __future__ import annotations"
 HOOK = r"""
 import os as _os, sys as _sys, threading as _th
 _mod = _sys._getframe(1)
-_target = _mod.f_code.co_filename
 _fd = _os.open(_os.path.join(OUT, "%s.%d" % (NAME, _os.getpid())), _os.O_WRONLY | _os.O_CREAT | _os.O_APPEND,
                0o644)
 _seen = set()
@@ -303,13 +302,18 @@ def _local(frame, event, arg, _seen=_seen, _fd=_fd, _write=_os.write):
         _write(_fd, b"%d\n" % n)
     return _local
 
-def _global(frame, event, arg, _t=_target):
-    if frame.f_code.co_filename == _t:
-        return _local(frame, event, arg)
-    return None
+# one tracer per process for every instrumented module: file name -> that module's line recorder
+_reg = _sys.__dict__.get("_mutmap_tracers")
+if _reg is None:
+    _reg = _sys._mutmap_tracers = {}
 
-_sys.settrace(_global)
-_th.settrace(_global)
+    def _global(frame, event, arg, _get=_reg.get):
+        local = _get(frame.f_code.co_filename)
+        return local(frame, event, arg) if local is not None else None
+
+    _sys.settrace(_global)
+    _th.settrace(_global)
+_reg[_mod.f_code.co_filename] = _local
 _mod.f_trace = _local
 """
 

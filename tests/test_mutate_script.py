@@ -100,3 +100,24 @@ def test_a_mutant_is_reached_through_the_first_line_of_its_statement() -> None:
     assert spans == [(1, 3), (2, 3)]
     assert list(mutate.reach_lines(mutate.Mutant("m.py:2:14:<-><=", "m.py", 2, "<-><=", 0, 0, ""), spans)) == [2]
     assert list(mutate.reach_lines(mutate.Mutant("m.py:3:12:x", "m.py", 3, "x", 0, 0, ""), spans)) == [2, 3]
+
+
+def test_two_instrumented_modules_in_one_process_are_both_traced(tmp_path: Path) -> None:
+    # each module's hook used to install its own tracer, the last one replacing the others: only
+    # the last module imported had its function bodies recorded
+    import subprocess
+
+    mutate = _module()
+    hook = tmp_path / "hook.py"
+    hook.write_text(mutate.HOOK)
+    out = tmp_path / "out"
+    out.mkdir()
+    a = b'from __future__ import annotations\n\n\ndef fa(x: int) -> int:\n    return x + 1\n'
+    b = b'from __future__ import annotations\n\n\ndef fb(x: int) -> int:\n    return x - 1\n'
+    (tmp_path / "ma.py").write_bytes(mutate.instrumented(a, str(hook), str(out), "ma"))
+    (tmp_path / "mb.py").write_bytes(mutate.instrumented(b, str(hook), str(out), "mb"))
+    subprocess.run([sys.executable, "-S", "-c", "import ma, mb; ma.fa(1); mb.fb(1)"], cwd=tmp_path, check=True,
+                   timeout=60, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    for name in ("ma", "mb"):
+        lines = {int(x) for rec in out.glob(f"{name}.*") for x in rec.read_text().split()}
+        assert lines == {4, 5}, name
