@@ -30,6 +30,8 @@ _FIRST_READ = 4096
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+#: A leaf read relative to its directory (Host._read_at).
+_LEAF_FLAGS = os.O_RDONLY | _OPEN_FLAGS | _NOFOLLOW
 #: Most a tool may print: ``nvidia-smi -q -x`` of eight GPUs is ~0.5 MiB; past these the tool is
 #: killed and its run fails (a tool that prints for ever would take all the memory).
 MAX_TOOL_STDOUT = MAX_ATTR_BYTES * 8
@@ -369,47 +371,86 @@ class Host:
         leaf that is a symlink, not a regular file or larger than a page goes through
         :meth:`read_attr`, as does every leaf of a Host whose :meth:`read` is replaced (test doubles).
         """
-        out: dict[str, str | None] = {}
-        dfd = -1
-        if not self.is_live and type(self).read is Host.read and host_dir.startswith("/") \
-                and ".." not in host_dir.split("/") and "\x00" not in host_dir:
-            resolved = self._resolved_dir(self._real_root + host_dir.rstrip("/"))
-            root = self._real_root
-            if resolved == root or resolved.startswith(root + os.sep):
-                try:
-                    dfd = os.open(resolved, os.O_RDONLY | _DIR_FLAGS)
-                except OSError:
-                    dfd = -1
+        dfd = self._open_dir(host_dir)
         if dfd < 0:
             return {leaf: self.read_attr(f"{host_dir}/{leaf}").value for leaf in leaves}
-        flags = os.O_RDONLY | _OPEN_FLAGS | _NOFOLLOW
         try:
-            for leaf in leaves:
-                if "/" in leaf or leaf in ("", ".", ".."):
-                    out[leaf] = self.read_attr(f"{host_dir}/{leaf}").value
-                    continue
-                try:
-                    fd = os.open(leaf, flags, dir_fd=dfd)
-                except OSError as e:
-                    out[leaf] = self.read_attr(f"{host_dir}/{leaf}").value if e.errno == errno_mod.ELOOP else None
-                    continue
-                data: bytes | None = None
-                try:
-                    if stat.S_ISREG(os.fstat(fd).st_mode):
-                        os.set_blocking(fd, True)
-                        data = os.read(fd, _FIRST_READ)
-                except OSError:
-                    out[leaf] = None
-                    continue
-                finally:
-                    os.close(fd)
-                if data is None or len(data) >= _FIRST_READ:
-                    out[leaf] = self.read_attr(f"{host_dir}/{leaf}").value  # not a plain attribute: the full path
-                else:
-                    out[leaf] = data.decode("utf-8", errors="replace").strip()
+            return {leaf: self._read_at(dfd, leaf, host_dir, leaf) for leaf in leaves}
         finally:
             os.close(dfd)
-        return out
+
+    def read_dirs(self, host_dir: str, names: Sequence[str],
+                  leaves: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """``read_values(host_dir/<name>, leaves)`` for each of ``names`` (the hundreds of
+        ``cpufreq/policy<N>`` of a large host), each file opened as ``<name>/<leaf>`` relative to
+        ``host_dir``, opened once: a ``<name>`` that the directory lists as a directory, not a
+        symlink (its ``d_type``: no system call), is inside the root wherever ``host_dir`` is, so it
+        costs no ``lstat``, no ``open`` and no ``close`` of its own. Any other name (a symlink, a
+        missing one, a name with a ``/``) goes through :meth:`read_values`, and each leaf answers
+        what :meth:`read_attr` would (a symlinked leaf takes the full check)."""
+        dfd = self._open_dir(host_dir)
+        if dfd < 0:
+            return {name: self.read_values(f"{host_dir}/{name}", leaves) for name in names}
+        try:
+            try:
+                with os.scandir(dfd) as entries:
+                    plain = {e.name for e in entries if e.is_dir(follow_symlinks=False)}
+            except OSError:
+                plain = set()
+            out: dict[str, dict[str, str | None]] = {}
+            for name in names:
+                if name not in plain or "/" in name or name in (".", ".."):
+                    out[name] = self.read_values(f"{host_dir}/{name}", leaves)
+                    continue
+                sub = f"{host_dir}/{name}"
+                out[name] = {leaf: self._read_at(dfd, f"{name}/{leaf}", sub, leaf) for leaf in leaves}
+            return out
+        finally:
+            os.close(dfd)
+
+    def _open_dir(self, host_dir: str) -> int:
+        """A directory fd of ``host_dir`` for the relative reads of :meth:`read_values` and
+        :meth:`read_dirs` (resolved and checked once), or -1 where they must go file by file: a
+        path that is not plain, a directory outside the root or unopenable, or a Host whose
+        :meth:`read` is replaced (a test double counting reads)."""
+        if type(self).read is not Host.read or not host_dir.startswith("/") \
+                or ".." in host_dir.split("/") or "\x00" in host_dir:
+            return -1
+        if self.is_live:
+            resolved = host_dir
+        else:
+            resolved = self._resolved_dir(self._real_root + host_dir.rstrip("/"))
+            root = self._real_root
+            if resolved != root and not resolved.startswith(root + os.sep):
+                return -1
+        try:
+            return os.open(resolved, os.O_RDONLY | _DIR_FLAGS)
+        except OSError:
+            return -1
+
+    def _read_at(self, dfd: int, rel: str, host_dir: str, leaf: str) -> str | None:
+        """``read_attr(host_dir/leaf).value``, the file opened as ``rel`` relative to ``dfd``.
+
+        Opened ``O_NONBLOCK`` (a FIFO never blocks the open) and ``O_NOFOLLOW`` (a symlink, ELOOP,
+        takes :meth:`read_attr`'s full check); a regular file is read as it is: ``O_NONBLOCK``
+        does not apply to regular files, so it is not cleared (an ``ioctl`` a file)."""
+        if "/" in leaf or leaf in ("", ".", ".."):
+            return self.read_attr(f"{host_dir}/{leaf}").value
+        try:
+            fd = os.open(rel, _LEAF_FLAGS, dir_fd=dfd)
+        except OSError as e:
+            return self.read_attr(f"{host_dir}/{leaf}").value if e.errno == errno_mod.ELOOP else None
+        data: bytes | None = None
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                data = os.read(fd, _FIRST_READ)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if data is None or len(data) >= _FIRST_READ:
+            return self.read_attr(f"{host_dir}/{leaf}").value  # not a plain attribute: the full path
+        return data.decode("utf-8", errors="replace").strip()
 
     def read_int(self, host_path: str, *, base: int = 10, limit: int | None = None) -> int | None:
         """An integer attribute (its first word, in ``base``: 16 for PCI ids, ``0x`` allowed), or

@@ -68,7 +68,17 @@ def _process(cls: type, frozen: bool) -> type:
     post_init = hasattr(cls, "__post_init__")
     set_attr = object.__setattr__
 
+    # Every field a keyword of __init__, none filled by a factory: a call naming all of them
+    # (the usual one on the hot paths, hundreds of cpufreq policies) just sets them in order.
+    every = tuple(name for name, _, _ in plan) if all(name in init_names for name, _, _ in plan) else None
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if every is not None and not args and kwargs.keys() == init_names:
+            for name in every:
+                set_attr(self, name, kwargs[name])
+            if post_init:
+                self.__post_init__()
+            return
         if len(args) > len(positional):
             raise TypeError(
                 f"{qualname}.__init__() takes {len(positional) + 1} positional arguments"

@@ -54,7 +54,7 @@ _PER_POLICY_DETAILS = (*_PER_POLICY, "affected_cpus", "scaling_cur_freq")
 
 LOCKED_MESSAGE = "limit locked by firmware"
 
-__all__ = ["LOCKED_MESSAGE", "discover", "parse_cpuinfo", "read_zones", "set_caps"]
+__all__ = ["LOCKED_MESSAGE", "cpuinfo_summary", "discover", "parse_cpuinfo", "read_zones", "set_caps"]
 
 
 # -- /proc/cpuinfo ----------------------------------------------------------------------------------
@@ -76,6 +76,59 @@ def parse_cpuinfo(text: str) -> list[dict[str, str]]:
     if current:
         blocks.append(current)
     return [b for b in blocks if "processor" in b]
+
+
+#: What splits or strips a line of /proc/cpuinfo besides ``\n``, space and tab (ASCII): a text
+#: with none of them, no line starting with a blank and ASCII only takes :func:`cpuinfo_summary`'s
+#: fast path.
+_ODD_SPACE = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\n ", "\n\t")
+
+
+#: In a text of the kernel's layout: a line of one of the keys discover counts (key, value), or the
+#: end of a block (an empty line next: ("", "")).
+_TOPOLOGY_LINE = re.compile(r"\n(?:(processor|physical id|core id)[ \t]*:([^\n]*)|(?=\n))")
+
+
+def cpuinfo_summary(text: str) -> tuple[dict[str, str], int, set[str], set[tuple[str | None, str]]]:
+    """What discover takes from ``/proc/cpuinfo``: the first processor block (every key), the
+    number of processor blocks, the ``physical id`` values and the (``physical id``, ``core id``)
+    pairs; the same as from :func:`parse_cpuinfo`. A 384-thread host prints 650 KB: in the
+    kernel's own layout (ASCII, blocks split by an empty line, every key at the start of its line)
+    one regular expression picks the three keys and the block ends out of it; any other text is
+    read line by line."""
+    if not text.isascii() or text[:1] in (" ", "\t") or any(c in text for c in _ODD_SPACE):
+        blocks = parse_cpuinfo(text)
+        return (blocks[0] if blocks else {}, len(blocks), {b["physical id"] for b in blocks if "physical id" in b},
+                {(b.get("physical id"), b["core id"]) for b in blocks if "core id" in b})
+    threads = 0
+    sockets: set[str] = set()
+    cores: set[tuple[str | None, str]] = set()
+    processor, socket, core = False, None, None
+    for key, value in _TOPOLOGY_LINE.findall("\n" + text + "\n\n"):
+        if not key:  # a block ends: count it if it was a processor's
+            if processor:
+                threads += 1
+                if socket is not None:
+                    sockets.add(socket)
+                if core is not None:
+                    cores.add((socket, core))
+            processor, socket, core = False, None, None
+        elif key == "processor":
+            processor = True
+        elif key == "physical id":
+            socket = value.strip()
+        else:
+            core = value.strip()
+    first: dict[str, str] = {}
+    at = 0
+    while threads and not first:  # the first processor block, read in full
+        end = text.find("\n\n", at)
+        found = parse_cpuinfo(text[at:] if end < 0 else text[at:end])
+        first = found[0] if found else {}
+        if end < 0:
+            break
+        at = end + 2
+    return first, threads, sockets, cores
 
 
 # -- powercap ----------------------------------------------------------------------------------------
@@ -278,8 +331,24 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
     leaves = set(host.listdir(dirs[0])) if dirs else set()
     # What every policy is read for, in one pass over its directory (Host.read_values).
     wanted = [leaf for leaf in (_PER_POLICY_DETAILS if details else _PER_POLICY) if not leaves or leaf in leaves]
-    for i, (name, p) in enumerate(zip(names, dirs, strict=True)):
-        got = host.read_values(p, wanted)
+    if layout == "policy":  # every policy<N> read relative to cpufreq/, opened once (Host.read_dirs)
+        by_name = host.read_dirs(CPUFREQ, names, wanted)
+        values = [by_name[n] for n in names]
+    else:
+        values = [host.read_values(p, wanted) for p in dirs]
+    ints: dict[str, int | None] = {}  # policies repeat their clocks: each text parsed once
+
+    def num(text: str | None) -> int | None:
+        if text is None:
+            return None
+        if text not in ints:
+            try:
+                ints[text] = parse_sysfs_int(text)
+            except ValueError:
+                ints[text] = None
+        return ints[text]
+
+    for i, (name, p, got) in enumerate(zip(names, dirs, values, strict=True)):
 
         def attr(leaf: str, base: str = p, got: dict[str, str | None] = got) -> str | None:
             if leaves and leaf not in leaves:
@@ -287,15 +356,6 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
             if leaf in got:
                 return got[leaf] or None
             return host.read_attr(f"{base}/{leaf}").value or None
-
-        def num(leaf: str, base: str = p) -> int | None:
-            text = attr(leaf, base)
-            if text is None:
-                return None
-            try:
-                return parse_sysfs_int(text)
-            except ValueError:
-                return None
 
         if i == 0:
             driver = attr("scaling_driver")
@@ -313,10 +373,10 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
                 available_governors=list(governors),
                 epp=attr("energy_performance_preference"),
                 available_epp=list(epps_by_governor[governor]),
-                min_khz=num("cpuinfo_min_freq"),
-                max_khz=num("cpuinfo_max_freq"),
-                base_khz=num("base_frequency"),
-                cur_khz=num("scaling_cur_freq") if details else None,
+                min_khz=num(attr("cpuinfo_min_freq")),
+                max_khz=num(attr("cpuinfo_max_freq")),
+                base_khz=num(attr("base_frequency")),
+                cur_khz=num(attr("scaling_cur_freq")) if details else None,
                 layout=layout,
             )
         )
@@ -385,21 +445,17 @@ def discover(host: Host, *, details: bool = True) -> CpuInventory:
     cpuinfo = host.read_attr("/proc/cpuinfo")
     if cpuinfo.value is None:
         warnings.append(f"/proc/cpuinfo unreadable ({cpuinfo.reason})")
-    blocks = parse_cpuinfo(cpuinfo.value or "")
-    first = blocks[0] if blocks else {}
+    first, threads, sockets_set, core_ids = cpuinfo_summary(cpuinfo.value or "")
     vendor = first.get("vendor_id") or None
     raw_model = first.get("model name") or None
     virtual = "hypervisor" in first.get("flags", "").split()
-    sockets_set = {b["physical id"] for b in blocks if "physical id" in b}
-    sockets = len(sockets_set) or (1 if blocks else 0)
-    core_ids = {(b.get("physical id"), b["core id"]) for b in blocks if "core id" in b}
+    sockets = len(sockets_set) or (1 if threads else 0)
     if core_ids:
         cores = len(core_ids)
     elif first.get("cpu cores", "").isdigit():
         cores = int(first["cpu cores"]) * sockets
     else:
-        cores = len(blocks)
-    threads = len(blocks)
+        cores = threads
 
     entry = load().cpu(raw_model)
     catalog_key = entry.key if entry else None

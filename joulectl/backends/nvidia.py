@@ -300,6 +300,7 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
     if root.tag != "nvidia_smi_log":
         raise BackendUnavailable(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
     gpus = []
+    parsed: dict[str | None, float | None] = {}
     for index, el in enumerate(root.findall("gpu")):
         # A blank id="  " (or <pci_bus_id> ) is a missing id: fall back to the index.
         bus_raw = (el.get("id") or "").strip() or _find(el, "pci/pci_bus_id")
@@ -325,7 +326,7 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
         warnings = []
         if readings is None:
             warnings.append("no power readings in nvidia-smi -q -x")
-        supported = _supported_clocks(el)
+        supported = _supported_clocks(el, parsed)
         clocks: dict[str, Any] = {}
         for key, path in (("graphics_mhz", "clocks/graphics_clock"), ("memory_mhz", "clocks/mem_clock")):
             v = parse_value(_find(el, path))
@@ -356,13 +357,21 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
     return gpus
 
 
-def _supported_clocks(el: Element) -> dict[int, list[int]] | None:
+def _supported_clocks(el: Element, parsed: dict[str | None, float | None]) -> dict[int, list[int]] | None:
+    """The supported clock table of one GPU. An H100 lists ~220 graphics clocks under each memory
+    clock, the same texts (``1980 MHz``) on every GPU: ``parsed`` keeps each text's value, so
+    each is parsed once per document."""
     table: dict[int, list[int]] = {}
     for mem_el in el.findall("supported_clocks/supported_mem_clock"):
         mem = parse_value(_find(mem_el, "value"))
         if mem is None:
             continue
-        gfx = [parse_value(g.text) for g in mem_el.findall("supported_graphics_clock")]
+        gfx = []
+        for g in mem_el.findall("supported_graphics_clock"):
+            text = g.text
+            if text not in parsed:
+                parsed[text] = parse_value(text)
+            gfx.append(parsed[text])
         table[int(mem)] = sorted((int(g) for g in gfx if g is not None), reverse=True)
     if not table:
         return None

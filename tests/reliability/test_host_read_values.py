@@ -55,3 +55,27 @@ def test_read_values_of_a_directory_leaving_the_root(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     assert Host(str(root)).read_values("/sys/escape", ["secret", "nothing"]) == {"secret": None, "nothing": None}
     assert Host(str(root)).read_values("/sys", ["real"]) == {"real": "800000"}
+
+
+def test_read_dirs_reads_what_read_values_reads(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    cpufreq = root / "sys" / "devices" / "system" / "cpu" / "cpufreq"
+    (cpufreq / "policy1").mkdir()
+    (cpufreq / "policy1" / "plain").write_text("performance\n")
+    (cpufreq / "policy2").symlink_to("policy1")  # a symlinked directory inside the root
+    (cpufreq / "policy3").symlink_to(tmp_path / "outside")  # and one leading out of it
+    (cpufreq / "policy4").write_text("a file\n")
+    names = ["policy0", "policy1", "policy2", "policy3", "policy4", "policy5", "../policy0"]
+    d = "/sys/devices/system/cpu/cpufreq"
+    got = Host(str(root)).read_dirs(d, names, [*LEAVES, "secret"])
+    assert got == {n: Host(str(root)).read_values(f"{d}/{n}", [*LEAVES, "secret"]) for n in names}
+    assert [got[n]["plain"] for n in names] == ["powersave", "performance", "performance", None, None, None, None]
+    assert got["policy3"]["secret"] is None and got["policy0"]["inside"] == "800000"
+    # a directory outside the root, or a Host whose read is replaced, goes file by file, alike
+    assert Host(str(root)).read_dirs("/sys/escape", ["x"], ["secret"]) == {"x": {"secret": None}}
+
+    class Counting(Host):
+        def read(self, host_path: str, *, limit: int = 1 << 20) -> str:
+            return super().read(host_path, limit=limit)
+
+    assert Counting(str(root)).read_dirs(d, names, [*LEAVES, "secret"]) == got

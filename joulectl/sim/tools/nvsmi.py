@@ -21,7 +21,7 @@ with ``-eow`` (operation not available), 4 insufficient permissions, 6 no device
 
 from __future__ import annotations
 
-import os
+import posix
 import sys
 import time
 
@@ -78,7 +78,7 @@ def _out(text: str) -> None:
 
 
 def _unprivileged() -> bool:
-    return os.environ.get("HWEMU_UNPRIVILEGED", "").strip().lower() in ("1", "true", "yes")
+    return posix.environ.get(b"HWEMU_UNPRIVILEGED", b"").strip().lower() in (b"1", b"true", b"yes")
 
 
 def _parse(args: list[str]) -> dict[str, str | bool]:

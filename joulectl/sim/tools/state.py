@@ -9,9 +9,10 @@ and a tick never lose each other's update (use :func:`nvml_transaction` for read
 from __future__ import annotations
 
 import fcntl
-import os
+import posix
 
-# The fake tools import this module at every call: no typing, contextlib or collections at run time.
+# The fake tools import this module at every call: no typing, contextlib or collections at run time,
+# and ``posix`` rather than ``os`` (whose ``_collections_abc`` costs more than the tool's own work).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -85,7 +86,8 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def _path(node_dir: str, rel: str) -> str:
-    return os.path.join(node_dir, rel)
+    directory = posix.fspath(node_dir)  # os.path.join's result for a relative ``rel``, without os
+    return f"{directory.rstrip('/')}/{rel}" if directory else rel
 
 
 class _Locked:
@@ -96,11 +98,11 @@ class _Locked:
         self.fd = -1
 
     def __enter__(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = posix.open(self.path, posix.O_RDWR | posix.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
-            os.close(fd)
+            posix.close(fd)
             raise
         self.fd = fd
 
@@ -108,7 +110,7 @@ class _Locked:
         try:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
         finally:
-            os.close(self.fd)
+            posix.close(self.fd)
 
 
 def _locked(node_dir: str) -> _Locked:
@@ -121,12 +123,12 @@ def _read(node_dir: str) -> dict[str, Any]:
 
 def _write(node_dir: str, state: dict[str, Any]) -> None:
     path = _path(node_dir, NVML_STATE)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    tmp = f"{path}.{posix.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(dumps(state))
         fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+        posix.fsync(fh.fileno())
+    posix.replace(tmp, path)
 
 
 def read_nvml_state(node_dir: str) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""cpuinfo_summary (discover's fast read of /proc/cpuinfo) takes what parse_cpuinfo gives: the first
+processor block, the thread count, the sockets and the (socket, core) pairs, on a real capture, on
+the emulator's 384-thread EPYC, and on texts off the kernel's layout (blank-looking lines, keys
+after blanks, carriage returns, repeated keys, look-alike keys, non-ASCII) that take the slow path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from joulectl.backends.cpu import cpuinfo_summary, parse_cpuinfo
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "cpu-xeon-x7550-4s-legacy" / "proc" / "cpuinfo"
+
+
+def _slow(text: str) -> tuple[dict[str, str], int, set[str], set[tuple[str | None, str]]]:
+    blocks = parse_cpuinfo(text)
+    return (blocks[0] if blocks else {}, len(blocks), {b["physical id"] for b in blocks if "physical id" in b},
+            {(b.get("physical id"), b["core id"]) for b in blocks if "core id" in b})
+
+
+def test_a_real_capture_reads_alike() -> None:
+    text = REAL.read_text()
+    first, threads, sockets, cores = cpuinfo_summary(text)
+    assert (first["model name"], threads, sorted(sockets), len(cores)) == (
+        "Intel(R) Xeon(R) CPU           X7550  @ 2.00GHz", 64, ["0", "1", "2", "3"], 32)
+    assert cpuinfo_summary(text) == _slow(text)
+
+
+def test_the_emulated_384_thread_epyc_reads_alike() -> None:
+    from joulectl.sim.profiles import ProfileSet
+    from joulectl.sim.tree import _cpuinfo
+
+    text = _cpuinfo(ProfileSet().get("amd-epyc-2s-energy-only").cpu)
+    first, threads, sockets, cores = cpuinfo_summary(text)
+    assert (first["vendor_id"], threads, sorted(sockets), len(cores)) == ("AuthenticAMD", 384, ["0", "1"], 192)
+    assert cpuinfo_summary(text) == _slow(text)
+
+
+B0 = "processor\t: 0\nvendor_id\t: GenuineIntel\nphysical id\t: 0\ncore id\t\t: 0\n"
+B1 = "processor\t: 1\nvendor_id\t: GenuineIntel\nphysical id\t: 1\ncore id\t\t: 0\n"
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "\n\n",
+    B0 + "\n" + B1,
+    B0 + "\n\n\n" + B1 + "\n",
+    B0 + " \n" + B1,  # a line of blanks ends a block too
+    B0 + "\n" + B1.replace("core id", "  core id"),  # a key after blanks
+    B0 + "\n" + B1.replace("\n", "\r\n"),
+    B0 + "\n" + B1 + "physical id\t: 7\n",  # a repeated key: the last one counts
+    B0 + "\n" + B1.replace("physical id", "physical idx"),  # a look-alike key
+    B0 + "\n" + "vendor_id : x\nphysical id : 3\n",  # a block without processor
+    B0 + "\n" + B1.replace("core id\t\t: 0", "core id"),  # a key without a colon
+    B0 + "\n" + B1.replace("core id\t\t: 0", "core id:"),  # an empty value
+    B0 + "\n" + B1.replace("GenuineIntel", "Genuine\u00a0Intel") + "\u00a0physical id : 9\n",
+    B0 + "\n" + "\tprocessor : 2\nphysical id : 2\n",
+    B0 + "\n" + B1 + "\x0bphysical id: 5\n",
+    "vendor_id : x\n\n" + B1 + "\n" + B0,  # the first processor block is not the first block
+    (B0 + "\n" + B1).rstrip("\n"),  # no newline at the end
+    "\n" + B0 + "\n" + B1.replace("processor\t: 1", "processor\t: 1  \t"),
+])
+def test_texts_off_the_kernel_layout_read_alike(text: str) -> None:
+    assert cpuinfo_summary(text) == _slow(text)
