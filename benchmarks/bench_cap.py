@@ -17,7 +17,12 @@ Method (issue 4, SPEC §9; issue 20: within 1.5x of ``--version`` on every GPU p
   ``python -S -c pass`` (the interpreter's floor, as the tool script starts), twice ``--repeat``
   times each; reported: wall and CPU medians and the CPU the tool adds over the floor, per call.
 
-Usage: ``python benchmarks/bench_cap.py [--repeat N] [--keep DIR]``.
+- ``--baseline CHECKOUT`` (another version's checkout, e.g. ``/work/main``): that version's
+  ``--version`` and cap run too, on nodes it renders itself (its own fake tools), with its modules
+  first on ``PYTHONPATH`` and its bytecode cached apart, interleaved with the rest: a before/after
+  in one run.
+
+Usage: ``python benchmarks/bench_cap.py [--repeat N] [--keep DIR] [--baseline CHECKOUT]``.
 """
 
 from __future__ import annotations
@@ -54,9 +59,16 @@ def gpu_profiles() -> list[str]:
 PYCACHE = tempfile.mkdtemp(prefix="bench-cap-pycache-")
 
 
-def _joulectl(*args: str) -> tuple[float, float]:
-    """Run joulectl; its wall time and CPU time (user + system of the child), in seconds."""
+#: ``--baseline``: the other version's checkout (first on PYTHONPATH for its runs), or None.
+BASELINE: list[str] = []
+
+
+def _joulectl(*args: str, baseline: bool = False) -> tuple[float, float]:
+    """Run joulectl (the baseline checkout's with ``baseline``); its wall time and CPU time (user +
+    system of the child and of the tools it ran), in seconds."""
     env = dict(os.environ, NO_COLOR="1", PYTHONPYCACHEPREFIX=PYCACHE)
+    if baseline:
+        env.update(PYTHONPATH=BASELINE[0], PYTHONPYCACHEPREFIX=PYCACHE + "-baseline")
     # An installed package runs from bytecode: cache it (under the prefix, so the checkout stays
     # clean) even where PYTHONDONTWRITEBYTECODE is set, as bench_startup.py does.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -114,7 +126,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--keep", help="render into this directory and keep it")
     parser.add_argument("--profiles", default=None, help="comma-separated profiles (default: every GPU profile)")
+    parser.add_argument("--baseline", default=None, help="a checkout of the version to compare with")
     args = parser.parse_args()
+    if args.baseline:
+        BASELINE.append(str(Path(args.baseline).resolve()))
     profiles = args.profiles.split(",") if args.profiles else gpu_profiles()
     nodes = {p: f"p{i}-0" for i, p in enumerate(profiles)}
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-cap-"))
@@ -124,6 +139,9 @@ def main() -> None:
                                               for i, p in enumerate(profiles))))
     root = work / "nodes"
     _joulectl("simulate", "render", str(spec), "--root", str(root))
+    base_root = work / "baseline-nodes"
+    if BASELINE:
+        _joulectl("simulate", "render", str(spec), "--root", str(base_root), baseline=True)
 
     _joulectl("--version")  # warm the file cache before timing
     print(f"repeat={args.repeat}  python={sys.version.split()[0]}  cpus={os.cpu_count()}  "
@@ -135,10 +153,18 @@ def main() -> None:
         _joulectl("--root", str(node_root), "cap", "--pct", "60", "-o", "json")  # warm up
         version: list[tuple[float, float]] = []
         cap: list[tuple[float, float]] = []
+        base_version: list[tuple[float, float]] = []
+        base_cap: list[tuple[float, float]] = []
+        if BASELINE:
+            _joulectl("--root", str(base_root / node), "cap", "--pct", "60", "-o", "json", baseline=True)
         for i in range(args.repeat):
             version.append(_joulectl("--version"))
             pct = "70" if i % 2 == 0 else "60"
             cap.append(_joulectl("--root", str(node_root), "cap", "--pct", pct, "-o", "json"))
+            if BASELINE:
+                base_version.append(_joulectl("--version", baseline=True))
+                base_cap.append(_joulectl("--root", str(base_root / node), "cap", "--pct", pct, "-o", "json",
+                                          baseline=True))
         calls, statuses = _tool_calls(node_root)
         v, c = statistics.median(w for w, _ in version), statistics.median(w for w, _ in cap)
         v_min, c_min = min(w for w, _ in version), min(w for w, _ in cap)
@@ -150,6 +176,10 @@ def main() -> None:
         detail = ", ".join(f"{k}: {n}" for k, n in kinds.items()) or "none"
         print(f"{label:<26} {v:>11.3f} {c:>8.3f} {c / v:>6.2f} {c_min / v_min:>9.2f} {c_cpu / v_cpu:>9.2f}"
               f"  {len(calls)} ({detail}); {statuses.count('applied')}/{len(statuses)} applied")
+        if BASELINE:
+            bv, bc = statistics.median(w for w, _ in base_version), statistics.median(w for w, _ in base_cap)
+            bv_cpu, bc_cpu = statistics.median(u for _, u in base_version), statistics.median(u for _, u in base_cap)
+            print(f"{'  baseline':<26} {bv:>11.3f} {bc:>8.3f} {bc / bv:>6.2f} {'':>9} {bc_cpu / bv_cpu:>9.2f}")
     print(f"load average {os.getloadavg()[0]:.1f}")
     nvidia = [n for p, n in nodes.items() if p.startswith("nvidia-")]
     if not nvidia:

@@ -12,7 +12,11 @@ and their ratios to ``--version`` (targets: ``--version`` at most 1.3x ``import 
 within 1.5x ``--version`` on every builtin profile, issue 20). The attribute reads of one
 in-process discover are counted too. On a shared machine the CPU ratio is the steadier figure.
 
-Run: ``python benchmarks/bench_startup.py [--runs N] [--profiles a,b] [--dir DIR]``.
+``--baseline CHECKOUT`` (a checkout of another version, e.g. ``/work/main``) adds that version's
+``discover`` on nodes it renders itself (so its fake tools are its own too), with its modules first
+on ``PYTHONPATH`` and its bytecode cached apart, interleaved with the rest: a before/after in one run.
+
+Run: ``python benchmarks/bench_startup.py [--runs N] [--profiles a,b] [--dir DIR] [--baseline CHECKOUT]``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def render(profiles: list[str], root: Path, env: dict[str, str]) -> dict[str, Path]:
     pools = "".join(f"  - {{name: p{i}, profile: {p}, count: 1}}\n" for i, p in enumerate(profiles))
+    root.mkdir(parents=True, exist_ok=True)
     spec = root / "spec.yaml"
     spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: bench-startup}\n"
                     f"spec:\n  pools:\n{pools}")
@@ -78,6 +83,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--profiles", default=",".join(builtin_profile_names()))
     parser.add_argument("--dir", default=None, help="where to render (default TMPDIR)")
+    parser.add_argument("--baseline", default=None, help="a checkout of the version to compare with")
     args = parser.parse_args()
     profiles = [p for p in args.profiles.split(",") if p]
     env = {**os.environ, "NO_COLOR": "1"}
@@ -89,13 +95,25 @@ def main() -> int:
         nodes = render(profiles, Path(tmp), env)
         py = sys.executable
         commands = {"import typer": [py, "-c", "import typer"], "--version": [py, "-m", "joulectl", "--version"]}
+        envs = dict.fromkeys(commands, env)
         for p, node in nodes.items():
             commands[p] = [py, "-m", "joulectl", "--root", str(node), "discover", "-o", "json"]
+            envs[p] = env
+        base_nodes: dict[str, Path] = {}
+        if args.baseline:
+            base_env = {**env, "PYTHONPATH": str(Path(args.baseline).resolve()),
+                        "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache-baseline")}
+            base_nodes = render(profiles, Path(tmp) / "baseline", base_env)
+            commands["baseline --version"] = [py, "-m", "joulectl", "--version"]
+            envs["baseline --version"] = base_env
+            for p, node in base_nodes.items():
+                commands[f"baseline {p}"] = [py, "-m", "joulectl", "--root", str(node), "discover", "-o", "json"]
+                envs[f"baseline {p}"] = base_env
         samples: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
         load0 = os.getloadavg()
         for i in range(args.warmup + args.runs):
             for name, argv in commands.items():
-                t = timed(argv, env)
+                t = timed(argv, envs[name])
                 if i >= args.warmup:
                     samples[name].append(t)
         load1 = os.getloadavg()
@@ -116,6 +134,15 @@ def main() -> int:
             n_reads, n_tools = reads(node)
             print(f"| discover `{p}` | {wall[p] * 1e3:.0f} ms | {cpu[p] * 1e3:.0f} ms | {wall[p] / wall[v]:.2f}x | "
                   f"{cpu[p] / cpu[v]:.2f}x | {fast[p] / fast[v]:.2f}x | {n_reads} | {n_tools} |")
+        if base_nodes:
+            b = "baseline --version"
+            print(f"\nbaseline ({args.baseline}): `--version` {wall[b] * 1e3:.0f} ms wall, {cpu[b] * 1e3:.0f} ms CPU\n")
+            print("| profile | baseline CPU ratio | CPU ratio | baseline wall ratio | wall ratio |")
+            print("|---|---:|---:|---:|---:|")
+            for p in nodes:
+                bp = f"baseline {p}"
+                print(f"| `{p}` | {cpu[bp] / cpu[b]:.2f}x | {cpu[p] / cpu[v]:.2f}x | {wall[bp] / wall[b]:.2f}x | "
+                      f"{wall[p] / wall[v]:.2f}x |")
         worst = max(cpu[p] / cpu[v] for p in nodes)
         print(f"\nworst discover CPU ratio {worst:.2f}x (target <= {TARGET_DISCOVER}x); --version "
               f"{wall[v] / wall[typer]:.2f}x import typer (target <= {TARGET_VERSION}x)")
