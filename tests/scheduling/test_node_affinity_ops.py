@@ -29,6 +29,11 @@ LABELS = {"zone": "a", "gen": "5"}
     ({"key": "gen", "operator": "Lt", "values": ["6"]}, True),
     ({"key": "gen", "operator": "Lt", "values": ["5"]}, False),
     ({"key": "zone", "operator": "Gt", "values": ["1"]}, False),  # not an integer
+    ({"key": "rack", "operator": "Gt", "values": ["1"]}, False),  # no such label: no match
+    ({"key": "rack", "operator": "Lt", "values": ["9"]}, False),
+    ({"key": "gen", "operator": "Lt", "values": ["6", "7"]}, False),  # Gt/Lt take exactly one value
+    ({"key": "gen", "operator": "Eq", "values": ["6"]}, False),  # no such operator
+    ({"key": "gen", "operator": "lt", "values": ["6"]}, False),  # operators are case-sensitive
 ])
 def test_label_expression(expr: dict[str, Any], matches: bool) -> None:
     assert _expression_matches(expr, LABELS, "node-1", False) is matches
