@@ -57,7 +57,8 @@ DEVICE_NAMES = {
     0x7550: "AMD Radeon RX 9070/9070 XT",
 }
 
-_LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*mhz\s*(\*)?", re.IGNORECASE)
+#: (``[mM][hH][zZ]``: what IGNORECASE matches for these letters, without its slower compile)
+_LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*[mM][hH][zZ]\s*(\*)?")
 
 __all__ = ["discover", "is_available", "parse_dpm_levels", "set_caps", "vendor"]
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from joulectl.backends.base import (
     normalize_bus_id,
 )
 from joulectl.models import GpuDevice, Status
+from joulectl.record import record
 
 GOVERNOR_ARCHS = frozenset({"ampere", "ada", "ada_lovelace", "hopper", "blackwell", "rubin"})
 #: Known older architectures, named in the blocked message.
@@ -29,7 +29,7 @@ class PresetBlocked(Exception):
     """The preset cannot be expressed on this GPU (the message says why)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClockLock:
     """A clock lock range in MHz, journaled as ``"min,max"``."""
 
@@ -64,7 +64,7 @@ class ClockLock:
         return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LockPlan:
     """The locks a preset wants on one GPU: None means no lock of that domain."""
 
@@ -72,7 +72,7 @@ class LockPlan:
     memory: ClockLock | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClockSample:
     """One sample of the clock query: graphics (SM) and memory MHz, GPU utilization in %."""
 
@@ -86,7 +86,7 @@ class ClockSample:
         return None if self.utilization_pct is None else self.utilization_pct > 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CallOutcome:
     """What one lock or reset call did."""
 

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from joulectl.backends.base import normalize_bus_id
 from joulectl.models import Status
+from joulectl.record import record
 
 #: A bus id as nvidia-smi prints it (``00000000:18:00.0``; 4-digit domains and lower case too).
 BUS = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
 _GPU = rf"for GPU:?\s*{BUS}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Row:
     """One family of nvidia-smi messages.
 
@@ -90,7 +90,7 @@ ROWS: tuple[Row, ...] = (
 EXIT_STATUS: dict[int, Status] = {3: Status.UNSUPPORTED, 4: Status.REFUSED}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verdict:
     """What the tool's output says about one GPU: the status, the row that said it (``exit N``
     when only the exit code did), the line, and the row's captured values (watts, MHz)."""
@@ -101,7 +101,7 @@ class Verdict:
     values: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Hit:
     row: Row
     line: str
