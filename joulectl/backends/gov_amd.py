@@ -24,7 +24,7 @@ from __future__ import annotations
 import errno
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from joulectl.backends.base import (
     GOVERNOR_COMMAND,
@@ -39,8 +39,10 @@ from joulectl.backends.base import (
 )
 from joulectl.host import Host, HostIOError
 from joulectl.models import GPU_PRESETS, OK_STATUSES, DeviceResult, GpuDevice, Status
-from joulectl.ops.journal import Intent, Journal
 from joulectl.record import record
+
+if TYPE_CHECKING:  # the journal is imported by the runs that write, not by discover's presets
+    from joulectl.ops.journal import Intent, Journal
 
 PERF_LEVELS = {
     "auto": "auto",
@@ -198,6 +200,8 @@ class AmdGovernor(DeviceGovernor):
 
     def _set(self, journal: Journal, dev: GpuDevice, preset: str, dry_run: bool,
              intents: list[Intent] | None = None) -> DeviceResult:
+        from joulectl.ops.journal import Intent
+
         host = self.host
         bus = dev.bus_id
         path = perf_level_path(dev)

@@ -34,7 +34,7 @@ import errno
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from joulectl.backends.base import (
     GOVERNOR_COMMAND,
@@ -48,8 +48,10 @@ from joulectl.backends.base import (
 )
 from joulectl.host import Host, HostIOError
 from joulectl.models import GPU_PRESETS, OK_STATUSES, DeviceResult, GpuDevice, Status
-from joulectl.ops.journal import Intent, Journal
 from joulectl.record import record
+
+if TYPE_CHECKING:  # the journal is imported by the runs that write, not by discover's presets
+    from joulectl.ops.journal import Intent, Journal
 
 EFFICIENT_FRACTION = 0.75
 STEP_MHZ = 50
@@ -276,6 +278,8 @@ class IntelGovernor(DeviceGovernor):
 
     def _run(self, journal: Journal, dev: GpuDevice, preset: str | None, writes: list[_Write], dry_run: bool,
              intents: list[Intent] | None, before: str, after: str, done: str) -> DeviceResult:
+        from joulectl.ops.journal import Intent
+
         if not writes:
             return gpu_result(dev, Status.UNCHANGED, "already in force", preset=preset, before=before, after=before)
         if dry_run:

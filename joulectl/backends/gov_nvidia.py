@@ -33,7 +33,7 @@ current user does not have permission to change clocks for GPU <bus id>." (exit 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from joulectl.backends.base import (
     GOVERNOR_COMMAND,
@@ -57,7 +57,9 @@ from joulectl.backends.nvidia_clocks import (
 )
 from joulectl.host import Host
 from joulectl.models import GPU_PRESETS, OK_STATUSES, DeviceResult, GpuDevice, Status
-from joulectl.ops.journal import Intent, Journal
+
+if TYPE_CHECKING:  # the journal is imported by the runs that write, not by discover's presets
+    from joulectl.ops.journal import Intent, Journal
 
 # -- the governor contract ------------------------------------------------------------------------
 
@@ -200,6 +202,8 @@ class NvidiaGovernor:
 
     def _set(self, journal: Journal, dev: GpuDevice, preset: str, dry_run: bool,
              intents: list[Intent] | None = None) -> DeviceResult:
+        from joulectl.ops.journal import Intent
+
         model_presets = self.model_presets
         reason = eligibility(dev)
         if reason:

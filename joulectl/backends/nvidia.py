@@ -131,11 +131,11 @@ def discover(host: Host) -> list[GpuDevice]:
 
     Raises :class:`BackendUnavailable` when the GPUs cannot be listed at all.
     """
-    from joulectl.backends.nvml import NvmlUnavailable
-
     forced = transport(host)
     nvml_problem = None
     if forced == "nvml" or (forced is None and host.is_live):
+        from joulectl.backends.nvml import NvmlUnavailable  # only here: the nvidia-smi path needs no NVML
+
         try:
             return _discover_nvml()
         except NvmlUnavailable as e:
@@ -390,10 +390,10 @@ def set_caps(host: Host, requests: list[tuple[GpuDevice, float]]) -> list[WriteO
     """
     if not requests:
         return []
-    from joulectl.backends.nvml import NvmlUnavailable
-
     forced = transport(host)
     if forced == "nvml" or (forced is None and host.is_live):
+        from joulectl.backends.nvml import NvmlUnavailable  # not on the nvidia-smi path
+
         try:
             return _set_nvml(requests)
         except NvmlUnavailable as e:
