@@ -33,10 +33,24 @@ from joulectl.render import warn
 from joulectl.sim import layout, telemetry
 from joulectl.sim import ledger as ledger_mod
 from joulectl.sim import physics as ph
-from joulectl.sim.tick import BaseLoad, Event, NodeModel, NodeRuntime, ReadbackMarks, Sample, model_fingerprint
+from joulectl.sim.tick import (
+    BaseLoad,
+    Event,
+    NodeModel,
+    NodeRuntime,
+    ReadbackMarks,
+    Sample,
+    fd_budget,
+    kept_files,
+    model_fingerprint,
+)
 
 #: Workers contend past about 12 (emulate-mode seed, "Tick cost").
 MAX_WORKERS = 12
+#: A shard reads its inotify events every this many nodes, or sooner after this many file writes
+#: (see :meth:`Shard.tick`).
+DRAIN_NODES = 64
+DRAIN_WRITES = 1000
 #: add_watch errnos that mean a limit, not a broken tree: no further node of the shard is tried.
 _LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE, errno.ENOMEM)
 ProgressFn = Callable[[int, int | None, list[Sample]], None]
@@ -213,6 +227,28 @@ def check_watch_limits(entries: list[NodeEntry], n_workers: int, mode: str) -> N
         raise JoulectlError(f"simulate run: {len(entries)} node(s): {exc}") from None
 
 
+def check_fd_budget(shards: list[list[NodeEntry]]) -> None:
+    """One warning line when a worker's nodes rewrite more files every tick than ``RLIMIT_NOFILE``
+    lets it keep open (:func:`~joulectl.sim.tick.fd_budget`): the rest are opened and closed at
+    every write, which is slower and nothing else."""
+    per_layout: dict[str, int] = {}
+    worst = 0
+    for entries in shards:
+        wanted = 0
+        for e in entries:
+            fp = model_fingerprint(e.model)
+            n = per_layout.get(fp)
+            if n is None:
+                n = per_layout[fp] = kept_files(e.model)
+            wanted += n
+        worst = max(worst, wanted)
+    budget = fd_budget().size
+    if worst > budget:
+        warn(f"simulate run: {worst} files rewritten every tick in a worker, {budget} can stay open under "
+             f"RLIMIT_NOFILE: the other {worst - budget} are opened at every write (slower); raise the hard "
+             "limit (ulimit -Hn) or use more --workers")
+
+
 class Shard:
     """A set of nodes stepped together (in this process or in a worker process).
 
@@ -227,6 +263,9 @@ class Shard:
     def __init__(self, entries: list[NodeEntry], nvml_io: Any, mode: str = "poll") -> None:
         self.watcher = _open_watcher(mode)
         self.nodes: list[NodeRuntime] = []
+        # The files every node rewrites each tick stay open as far as RLIMIT_NOFILE allows
+        # (check_fd_budget said at the start what does not fit).
+        fds = fd_budget()
         failed: list[tuple[str, OSError]] = []
         groups: dict[str, list[tuple[bytes, dict[bytes, list[int]]]]] = {}
         try:
@@ -247,7 +286,7 @@ class Shard:
                         failed.append((e.model.node, exc))
                 self.nodes.append(NodeRuntime(e.dir, e.model, e.load, zone_offset_c=e.zone_offset_c,
                                               facility=e.facility, nvml_io=nvml_io if e.model.nvml else None,
-                                              marks=marks))
+                                              marks=marks, fds=fds))
         except BaseException:
             self.close()
             raise
@@ -260,13 +299,24 @@ class Shard:
         samples: list[Sample] = []
         events: list[Event] = []
         watcher = self.watcher
+        # The events are read before the first node and again every DRAIN_NODES nodes or
+        # DRAIN_WRITES file writes (each write queues up to a few events, its own counter rewrites
+        # included): a read per node cost more than its events, and the queue (16,384 events by
+        # default) must not overflow. A write an agent makes after its node's readback this tick
+        # is taken at the next tick, as it would be with a read per node.
+        since = DRAIN_NODES
+        written = 0
         for rt in self.nodes:
             if loads:
                 rt.load = loads.get(rt.model.node, rt.load)
-            if watcher is not None:
+            if watcher is not None and (since >= DRAIN_NODES or written >= DRAIN_WRITES):
                 watcher.drain()
+                since = written = 0
+            since += 1
+            before = rt.writes
             rt.readback(now)
             samples.append(rt.step(now, dt_s))
+            written += rt.writes - before
             if rt.events:
                 events.extend(rt.events)
                 rt.events = []
@@ -277,6 +327,8 @@ class Shard:
             rt.save_cache()
 
     def close(self) -> None:
+        for rt in self.nodes:
+            rt.close_files()
         if self.watcher is not None:
             self.watcher.ino.close()
             self.watcher = None
@@ -565,6 +617,7 @@ def run_entries(
     # No collection while the nodes' objects are built (see run): it would only rescan them.
     if pool is None:
         check_watch_limits(entries, n_workers, mode)
+        check_fd_budget(shards)
         gc.disable()
         try:
             pool = _Pool(shards, _nvml_io(), mode)

@@ -79,6 +79,10 @@ class CounterFile:
     secondary: bool = False
     path: str = ""
     sig: tuple[int, int, int] | None = None
+    #: Kept open between ticks (:class:`FdBudget`): ``keep`` when the budget gave it a descriptor,
+    #: ``fd`` once opened (-1 before).
+    keep: bool = False
+    fd: int = -1
 
 
 @dataclass
@@ -242,6 +246,24 @@ def read_text(path: str) -> str | None:
         return None
 
 
+def _open_for_write(path: str) -> int | None:
+    """A write descriptor of ``path`` (a read-only attribute through a temporary ``chmod`` when
+    not root), or None when it cannot be opened."""
+    try:
+        return os.open(path, os.O_WRONLY)
+    except PermissionError:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+            os.chmod(path, mode | 0o200)
+            fd = os.open(path, os.O_WRONLY)
+            os.chmod(path, mode)
+            return fd
+        except OSError:
+            return None
+    except OSError:
+        return None
+
+
 def write_in_place(path: str, text: str) -> tuple[int, int, int] | None:
     """Replace a file's content without replacing the file (same inode); its new signature.
 
@@ -250,17 +272,8 @@ def write_in_place(path: str, text: str) -> tuple[int, int, int] | None:
     A read-only attribute (0444) is written through a temporary ``chmod`` when not root.
     """
     data = text.encode("utf-8")
-    try:
-        fd = os.open(path, os.O_WRONLY)
-    except PermissionError:
-        try:
-            mode = os.stat(path).st_mode & 0o7777
-            os.chmod(path, mode | 0o200)
-            fd = os.open(path, os.O_WRONLY)
-            os.chmod(path, mode)
-        except OSError:
-            return None
-    except OSError:
+    fd = _open_for_write(path)
+    if fd is None:
         return None
     try:
         n = os.pwrite(fd, data, 0)
@@ -287,6 +300,86 @@ def write_counter(path: str, text: str, old_len: int) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def write_kept(c: CounterFile, text: str) -> bool:
+    """:func:`write_counter` through the counter's descriptor kept open between ticks (opened at
+    the first write: one ``pwrite`` a tick instead of open, write and close). A counter whose file
+    cannot be opened is written the usual way from then on."""
+    fd = c.fd
+    if fd < 0:
+        opened = _open_for_write(c.path)
+        if opened is None:
+            c.keep = False
+            return write_counter(c.path, text, len(c.text))
+        fd = c.fd = opened
+    data = text.encode("utf-8")
+    try:
+        n = os.pwrite(fd, data, 0)
+        if n < len(c.text):
+            os.ftruncate(fd, n)
+        return True
+    except OSError:
+        return False
+
+
+#: Descriptors left for everything else a process of the run opens (telemetry files, HTTP clients,
+#: pipes, the NVML state, tools) when the tick keeps files open.
+FD_RESERVE = 1024
+
+
+class FdBudget:
+    """How many files a process keeps open between ticks: what ``RLIMIT_NOFILE`` allows (its soft
+    limit raised to the hard one) less those open and :data:`FD_RESERVE`. ``take()`` hands one out
+    while any is left; ``wanted`` counts every request, so a start can say what did not fit."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(0, size)
+        self.left = self.size
+        self.wanted = 0
+
+    def take(self) -> bool:
+        self.wanted += 1
+        if self.left > 0:
+            self.left -= 1
+            return True
+        return False
+
+
+def fd_limit() -> int:
+    """``RLIMIT_NOFILE`` after raising this process's soft limit to its hard limit (which needs no
+    privilege); 1024 where it cannot be read."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        return soft if soft != resource.RLIM_INFINITY else 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= hard:
+        return hard
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return hard
+    except (ValueError, OSError):
+        return soft
+
+
+def fd_budget() -> FdBudget:
+    """This process's :class:`FdBudget` (see :func:`fd_limit`)."""
+    limit = fd_limit()
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = 64
+    return FdBudget(limit - in_use - FD_RESERVE)
+
+
+def kept_files(model: NodeModel) -> int:
+    """The files a node of ``model`` rewrites every tick and keeps open when the budget allows: its
+    ledger and its energy counters (those that are not also agent-writable files)."""
+    rels = {w.rel for w in model.writables}
+    return 1 + sum(1 for c in model.counters if c.kind == "energy_uj" and c.rel not in rels)
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -387,7 +480,7 @@ class NodeRuntime:
 
     def __init__(self, node_dir: str, model: NodeModel, load: BaseLoad, *, zone_offset_c: float = 0.0,
                  facility: dict[str, float] | None = None, nvml_io: Any = None,
-                 marks: ReadbackMarks | None = None) -> None:
+                 marks: ReadbackMarks | None = None, fds: FdBudget | None = None) -> None:
         self.dir = node_dir
         # Set by the shard's inotify watcher; without one the node is polled.
         self.marks = marks if marks is not None else ReadbackMarks(polled=True)
@@ -471,6 +564,24 @@ class NodeRuntime:
         self._freq_groups: dict[int, list[CounterFile]] = {k: [cs[i] for i in v] for k, v in sh.freq_groups.items()}
         self._other_counters: list[CounterFile] = [cs[i] for i in sh.other_counters]
         self._freq_last: dict[int, str] = {}
+        # With a descriptor budget (a shard's), the files rewritten every tick stay open: the
+        # ledger first, then the energy counters (see :func:`kept_files`).
+        self._ledger_fd = -1
+        self._keep_ledger = fds is not None and fds.take()
+        if fds is not None:
+            for c in self._other_counters:
+                if c.kind == "energy_uj" and c.rel not in sh.shared_rels and fds.take():
+                    c.keep = True
+
+    def close_files(self) -> None:
+        """Close the descriptors kept open between ticks (they are opened again at the next write)."""
+        if self._ledger_fd >= 0:
+            os.close(self._ledger_fd)
+            self._ledger_fd = -1
+        for c in self._other_counters:
+            if c.fd >= 0:
+                os.close(c.fd)
+                c.fd = -1
 
     def _read_tree(self, prefix: str, fresh: list[Writable]) -> dict[int, tuple[int, int]]:
         """Without a start-up cache: stat and read every writable file and counter (a first start)."""
@@ -899,7 +1010,10 @@ class NodeRuntime:
         st["P"] = node_w
         led.tick += 1
         led.time_s = now
-        ledger_mod.write(self.dir, led)
+        if self._keep_ledger:
+            self._ledger_fd = ledger_mod.write_kept(self.dir, led, self._ledger_fd)
+        else:
+            ledger_mod.write(self.dir, led)
         readings = {k: v for k, v in st.items() if k.startswith(_READING_PREFIXES)}
         return Sample(m.node, now, node_w, round(cpu_total, 2), round(gpu_total, 2), energy, gpu_power, caps,
                       governors, m.virtual, st["t0"], readings)
@@ -1081,6 +1195,11 @@ class NodeRuntime:
             else:
                 continue
             if text == c.text:
+                continue
+            if c.keep:
+                if write_kept(c, text):
+                    c.text = text
+                    self.writes += 1
                 continue
             shared = self._by_rel.get(c.rel)
             if shared is None:

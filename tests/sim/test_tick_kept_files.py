@@ -1,0 +1,199 @@
+"""Files the tick rewrites every tick kept open between ticks (within RLIMIT_NOFILE), the ledger's
+direct formatting, and a shard reading its inotify events in batches: the same bytes on disk and
+no write missed, whatever the descriptor budget."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from pathlib import Path
+
+import pytest
+
+from joulectl.sim import ledger as lg
+from joulectl.sim import runtime
+from joulectl.sim.tick import BaseLoad, FdBudget, NodeRuntime, fd_limit, kept_files
+from tests.sim.test_tick import RAPL, T0, _Profile, build_node
+
+ENERGY = [f"{RAPL}/intel-rapl:{s}/energy_uj" for s in (0, 1)] + [
+    f"{RAPL}/intel-rapl:{s}/intel-rapl:{s}:0/energy_uj" for s in (0, 1)]
+
+
+def _model(node: Path) -> object:
+    from joulectl.sim import layout
+
+    return layout.scan(str(node), node.name, _Profile())
+
+
+def _run(node: Path, fds: FdBudget | None, ticks: int = 4) -> NodeRuntime:
+    rt = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6), fds=fds)  # type: ignore[arg-type]
+    for k in range(1, ticks + 1):
+        rt.readback(T0 + k)
+        rt.step(T0 + k, 1.0)
+    return rt
+
+
+def _files(node: Path) -> dict[str, str]:
+    return {rel: (node / rel).read_text() for rel in ENERGY}
+
+
+def test_kept_descriptors_write_the_bytes_the_open_path_writes(tmp_path: Path) -> None:
+    plain = build_node(tmp_path, "n1")
+    kept = build_node(tmp_path / "k", "n1")
+    rt_plain = _run(plain, None)
+    budget = FdBudget(100)
+    rt_kept = _run(kept, budget)
+    # The ledger and the four RAPL energy counters (packages and DRAM); nothing else is rewritten
+    # every tick.
+    assert kept_files(rt_kept.model) == 5
+    assert (budget.wanted, budget.left) == (5, 95)
+    assert _files(kept) == _files(plain)
+    assert int((kept / ENERGY[0]).read_text()) > 0
+    assert (kept / "state/ledger.json").read_bytes() == (plain / "state/ledger.json").read_bytes()
+    held = [c.fd for c in rt_kept.model.counters if c.fd >= 0]  # type: ignore[attr-defined]
+    assert len(held) == 4
+    assert rt_kept._ledger_fd >= 0
+    rt_kept.close_files()
+    assert all(c.fd == -1 for c in rt_kept.model.counters)  # type: ignore[attr-defined]
+    assert rt_kept._ledger_fd == -1
+    for fd in held:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    rt_plain.close_files()
+
+
+def test_a_short_budget_keeps_what_fits_and_writes_the_rest_as_before(tmp_path: Path) -> None:
+    plain = build_node(tmp_path, "n1")
+    kept = build_node(tmp_path / "k", "n1")
+    _run(plain, None)
+    budget = FdBudget(2)
+    rt = _run(kept, budget)
+    assert (budget.wanted, budget.left) == (5, 0)
+    assert rt._ledger_fd >= 0
+    assert len([c for c in rt.model.counters if c.fd >= 0]) == 1  # type: ignore[attr-defined]
+    assert _files(kept) == _files(plain)
+    assert lg.load(str(kept)) == lg.load(str(plain))
+    rt.close_files()
+
+
+def test_a_resumed_node_continues_its_kept_counters(tmp_path: Path) -> None:
+    node = build_node(tmp_path, "n1")
+    rt = _run(node, FdBudget(100), ticks=3)
+    total = rt.ledger.energy["pkg0"]
+    rt.close_files()
+    again = _run(node, FdBudget(100), ticks=0)
+    assert again.ledger.energy["pkg0"] == total == int((node / ENERGY[0]).read_text())
+    again.readback(T0 + 10)
+    again.step(T0 + 10, 1.0)
+    assert int((node / ENERGY[0]).read_text()) == again.ledger.energy["pkg0"] > total
+    saved = lg.load(str(node))
+    assert saved is not None and (saved.tick, saved.energy) == (4, again.ledger.energy)
+    again.close_files()
+
+
+def test_ledger_kept_open_then_renamed_when_it_outgrows_its_block(tmp_path: Path) -> None:
+    (tmp_path / "n" / "state").mkdir(parents=True)
+    node = str(tmp_path / "n")
+    fd = lg.write_kept(node, lg.Ledger("n", tick=1, energy={"pkg0": 1}), -1)
+    assert fd >= 0
+    ino = os.stat(lg.ledger_path(node)).st_ino
+    assert lg.write_kept(node, lg.Ledger("n", tick=2, energy={"pkg0": 2}), fd) == fd
+    assert os.fstat(fd).st_ino == ino
+    assert lg.load(node) == lg.Ledger("n", tick=2, energy={"pkg0": 2})
+    big = lg.Ledger("n", tick=3, energy={f"counter-with-a-long-name-{i}": 10**12 + i for i in range(80)})
+    assert lg.write_kept(node, big, fd) == -1  # renamed: a descriptor would hold the old file
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    assert lg.load(node) == big
+    fd = lg.write_kept(node, lg.Ledger("n", tick=4), -1)
+    assert fd >= 0 and os.path.getsize(lg.ledger_path(node)) == lg.INPLACE_BYTES
+    assert lg.load(node) == lg.Ledger("n", tick=4)
+    os.close(fd)
+
+
+def test_ledger_text_is_formatted_directly() -> None:
+    led = lg.Ledger("n1", tick=3, time_s=12.5, energy={"pkg0": 10, "gpu1": 2**40},
+                    state={"T.pkg0": 41.25, "P": 68, "f.pkg0": 0.123456789})
+    assert led.to_json() == ('{"v":1,"node":"n1","tick":3,"t":12.500,"e":{"pkg0":10,"gpu1":1099511627776},'
+                             '"s":{"T.pkg0":41.2500,"P":68.0000,"f.pkg0":0.1235}}')
+    led.state["new"] = 1.0  # a key added since: a new template
+    led.tick = 4
+    assert json.loads(led.to_json())["s"] == {"T.pkg0": 41.25, "P": 68.0, "f.pkg0": 0.1235, "new": 1.0}
+    assert json.loads(led.to_json())["tick"] == 4
+    odd = lg.Ledger('a "%s" node', energy={"100%": 1})
+    assert json.loads(odd.to_json()) == {"v": 1, "node": 'a "%s" node', "tick": 0, "t": 0.0, "e": {"100%": 1},
+                                         "s": {}}
+
+
+def test_a_value_that_is_not_finite_goes_through_the_json_encoder() -> None:
+    led = lg.Ledger("n1", tick=1, time_s=2.0, energy={"pkg0": 5}, state={"T.pkg0": float("inf")})
+    assert led.to_json() == '{"v":1,"node":"n1","tick":1,"t":2.0,"e":{"pkg0":5},"s":{"T.pkg0":Infinity}}'
+
+
+def test_the_soft_descriptor_limit_is_raised_to_the_hard_one() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard < 64:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard}: nothing to raise to")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, hard - 1), hard))
+    try:
+        assert fd_limit() == hard
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_more_files_than_the_budget_is_one_warning_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    entries = []
+    for name in ("n1", "n2"):
+        node = build_node(tmp_path, name)
+        entries.append(runtime.NodeEntry(str(node), _model(node), BaseLoad(), 0.0, {}))  # type: ignore[arg-type]
+    monkeypatch.setattr(runtime, "fd_budget", lambda: FdBudget(3))
+    runtime.check_fd_budget([entries])
+    assert capsys.readouterr().err.splitlines() == [
+        "joulectl: warning: simulate run: 10 files rewritten every tick in a worker, 3 can stay open under "
+        "RLIMIT_NOFILE: the other 7 are opened at every write (slower); raise the hard limit (ulimit -Hn) "
+        "or use more --workers"]
+    monkeypatch.setattr(runtime, "fd_budget", lambda: FdBudget(10))
+    runtime.check_fd_budget([entries[:1], entries[1:]])
+    assert capsys.readouterr().err == ""
+
+
+def test_batched_event_reads_miss_no_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events read every 2 nodes of 5: caps written between ticks, and written during a tick to a
+    node already read back and to one not yet read, are each in force by the next tick."""
+    monkeypatch.setattr(runtime, "DRAIN_NODES", 2)
+    entries = []
+    for i in range(5):
+        node = build_node(tmp_path, f"n{i}", policies=1)
+        entries.append(runtime.NodeEntry(str(node), _model(node), BaseLoad(), 0.0, {}))  # type: ignore[arg-type]
+    shard = runtime.Shard(entries, None, "inotify")
+    if shard.watcher is None:
+        pytest.skip("no inotify here")
+    limit = f"{RAPL}/intel-rapl:0/constraint_0_power_limit_uw"
+
+    def cap(i: int, watts: int) -> None:
+        (tmp_path / f"n{i}" / limit).write_text(f"{watts * 1_000_000}\n")
+
+    try:
+        samples, _ = shard.tick(T0 + 1, 1.0)
+        assert {s.caps_w["pkg0"] for s in samples} == {200.0}
+        cap(0, 150)
+        cap(4, 140)
+        samples, _ = shard.tick(T0 + 2, 1.0)
+        assert [s.caps_w["pkg0"] for s in samples] == [150.0, 200.0, 200.0, 200.0, 140.0]
+        step = shard.nodes[2].step
+
+        def step_and_write(now: float, dt: float) -> object:
+            cap(1, 130)  # its readback was this tick's
+            cap(3, 120)  # read back after this, maybe before the next batch's events
+            return step(now, dt)
+
+        monkeypatch.setattr(shard.nodes[2], "step", step_and_write)
+        shard.tick(T0 + 3, 1.0)
+        monkeypatch.setattr(shard.nodes[2], "step", step)
+        samples, _ = shard.tick(T0 + 4, 1.0)
+        assert [s.caps_w["pkg0"] for s in samples] == [150.0, 130.0, 200.0, 120.0, 140.0]
+    finally:
+        shard.close()
