@@ -98,6 +98,11 @@ def parse(text: str, path: str) -> Ledger:
         raise InputError("not valid JSON (not UTF-8)", file=path, field="ledger") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON ({exc.msg})", file=path, field="ledger") from None
+    return from_doc(doc, path)
+
+
+def from_doc(doc: Any, path: str) -> Ledger:
+    """A ledger from its parsed JSON document (see :func:`parse`)."""
     if not isinstance(doc, dict) or doc.get("v") != LEDGER_VERSION:
         raise InputError(f"not a version {LEDGER_VERSION} energy ledger", file=path, field="v")
     energy = doc.get("e", {})
@@ -113,6 +118,16 @@ def parse(text: str, path: str) -> Ledger:
     return Ledger(node=str(doc.get("node", "")), tick=tick, time_s=float(t),
                   energy={str(k): int(v) for k, v in energy.items()},
                   state={str(k): float(v) for k, v in state.items()})
+
+
+def signature(node_dir: str) -> list[int] | None:
+    """The ledger file's (mtime_ns, size, inode), or None when it has none: a start-up cache holding
+    a copy of the ledger is used only while the file still has the signature it had then."""
+    try:
+        st = os.lstat(ledger_path(node_dir))
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
 def load(node_dir: str) -> Ledger | None:
@@ -136,11 +151,15 @@ def encode(ledger: Ledger) -> bytes:
     return raw + b"\n"
 
 
-def write(node_dir: str, ledger: Ledger) -> None:
-    """Rewrite the ledger: in place when it and the file are both one padded block, else by rename."""
+def write(node_dir: str, ledger: Ledger, *, renew: bool = False) -> None:
+    """Rewrite the ledger: in place when it and the file are both one padded block, else by rename.
+
+    ``renew``: by rename whatever the size (a new inode: a start-up cache holding the old file's
+    signature is then stale for good, even when the file's mtime did not move).
+    """
     path = ledger_path(node_dir)
     data = encode(ledger)
-    if len(data) == INPLACE_BYTES:
+    if len(data) == INPLACE_BYTES and not renew:
         try:
             fd = os.open(path, os.O_WRONLY)
         except FileNotFoundError:
@@ -161,7 +180,7 @@ def write(node_dir: str, ledger: Ledger) -> None:
     os.replace(tmp, path)
 
 
-def write_kept(node_dir: str, ledger: Ledger, fd: int) -> int:
+def write_kept(node_dir: str, ledger: Ledger, fd: int, *, renew: bool = False) -> int:
     """:func:`write` through a descriptor of the ledger kept open between ticks: one ``pwrite``
     while the ledger fits its padded block. ``fd`` is the descriptor (-1: none yet); returned is
     the one to keep (-1 when the ledger is written by rename: a descriptor would hold the old file).
@@ -169,12 +188,12 @@ def write_kept(node_dir: str, ledger: Ledger, fd: int) -> int:
     Only the process that holds the descriptor may rewrite the ledger meanwhile, and only in place.
     """
     data = encode(ledger)
-    if len(data) == INPLACE_BYTES and fd >= 0:
+    if len(data) == INPLACE_BYTES and fd >= 0 and not renew:
         os.pwrite(fd, data, 0)
         return fd
     if fd >= 0:
         os.close(fd)
-    write(node_dir, ledger)
+    write(node_dir, ledger, renew=renew)
     if len(data) != INPLACE_BYTES:
         return -1
     try:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
+from joulectl.errors import InputError
 from joulectl.sim import ledger as ledger_mod
 from joulectl.sim import physics as ph
 from joulectl.sim import sysfs_rules as rules
@@ -495,7 +496,15 @@ class NodeRuntime:
         #: energy a read already accrued (:meth:`advance_energy`).
         self.power_w: dict[str, float] = {}
         self.energy_ahead: dict[str, float] = {}
-        led = ledger_mod.load(node_dir)
+        # After a clean stop the start-up cache holds a copy of the ledger, used while the ledger
+        # file has the signature it had then (one lstat instead of reading and parsing the file).
+        cache_doc = self._read_cache()
+        led = self._cached_ledger(cache_doc)
+        # The first ledger write after taking the cache's copy makes a new file (a new inode), so
+        # that a kill after it leaves that cache stale even if the mtime did not move (coarse clock).
+        self._renew_ledger = led is not None
+        if led is None:
+            led = ledger_mod.load(node_dir)
         self.ledger = led if led is not None else ledger_mod.Ledger(model.node)
         self._freq_cache: dict[int, float] | None = None
         self._governors: dict[str, str] = {}
@@ -513,7 +522,7 @@ class NodeRuntime:
         fresh: list[Writable] = []
         # Writables sharing an inode (hard links): a write through one path is a write to all.
         link_groups: list[list[int]] = []
-        cache = self._load_cache()
+        cache = self._load_cache(cache_doc)
         if cache is not None:
             # Resume after a clean stop: every value and signature as the last run left them, no
             # file touched here; the first tick's readback polls every writable file and takes or
@@ -566,6 +575,10 @@ class NodeRuntime:
         self._freq_last: dict[int, str] = {}
         # With a descriptor budget (a shard's), the files rewritten every tick stay open: the
         # ledger first, then the energy counters (see :func:`kept_files`).
+        self._comp_kinds: dict[str, tuple[float, str]] = {}
+        self._reading_keys: list[str] = []
+        self._readings_of = -1
+        self._readings_st: dict[str, float] | None = None
         self._ledger_fd = -1
         self._keep_ledger = fds is not None and fds.take()
         if fds is not None:
@@ -621,20 +634,38 @@ class NodeRuntime:
     def _cache_path(self) -> str:
         return os.path.join(self.dir, "state", CACHE_NAME)
 
-    def _load_cache(self) -> dict[str, Any] | None:
-        """``state/tick-cache.json`` of the last clean stop, when it is of this layout.
+    def _read_cache(self) -> Any:
+        """The parsed ``state/tick-cache.json``, or None when there is none or it does not parse."""
+        try:
+            with open(self._cache_path(), "rb") as fh:
+                return json.loads(fh.read())
+        except (OSError, ValueError):
+            return None
+
+    def _cached_ledger(self, doc: Any) -> ledger_mod.Ledger | None:
+        """The copy of the ledger in the start-up cache ``doc`` (``l``: the ledger, ``ls``: its
+        file's signature then), when the ledger file still has that signature; else None."""
+        if not isinstance(doc, dict) or doc.get("v") != 2 or not isinstance(doc.get("l"), dict):
+            return None
+        sig = doc.get("ls")
+        if not isinstance(sig, list) or sig != ledger_mod.signature(self.dir):
+            return None
+        try:
+            led = ledger_mod.from_doc(doc["l"], ledger_mod.ledger_path(self.dir))
+        except InputError:
+            return None
+        return led if led.node == self.model.node else None
+
+    def _load_cache(self, doc: Any) -> dict[str, Any] | None:
+        """``state/tick-cache.json`` of the last clean stop (``doc``, parsed), when it is of this layout.
 
         ``w``/``c``: the text of every writable/counter file in model order; ``s``: the writables'
         signatures, flat (mtime_ns, size, inode; -1s for a file that was missing); ``h``:
         hard-link groups of writables; ``e``: EPP values saved under the
         performance policy; ``f``: the layout's fingerprint; ``t``: the ledger's tick count then
-        (a run killed since has ticked on: its cache is not used).
+        (a run killed since has ticked on: its cache is not used); ``l`` and ``ls``: a copy of the
+        ledger and its file's signature (see :meth:`_cached_ledger`).
         """
-        try:
-            with open(self._cache_path(), encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError):
-            return None
         m = self.model
         if not isinstance(doc, dict) or doc.get("v") != 2 or doc.get("f") != model_fingerprint(m):
             return None
@@ -663,6 +694,10 @@ class NodeRuntime:
         doc = {"v": 2, "f": model_fingerprint(m), "t": self.ledger.tick, "s": flat,
                "w": [w.text for w in m.writables], "c": [c.text for c in m.counters],
                "h": self._link_groups, "e": self._epp_saved, "k": self._turbo_cut}
+        sig = ledger_mod.signature(self.dir)
+        if sig is not None:  # the ledger as of the stop, as its file holds it (values rounded)
+            doc["l"] = json.loads(self.ledger.to_json())
+            doc["ls"] = sig
         path = self._cache_path()
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
@@ -990,33 +1025,48 @@ class NodeRuntime:
         # read already advanced past the previous tick (FUSE mode, :meth:`advance_energy`) accrues
         # only the rest of the interval, so the counter never goes back.
         ahead = self.energy_ahead
+        kinds = self._comp_kinds
+        led_energy = led.energy
         for comp, watts in comp_power.items():
-            unit = 1000.0 if (comp.startswith("gpu") and m.nvml) else 1_000_000.0
+            kind = kinds.get(comp) or self._comp_kind(comp)
             span = dt_s - ahead.get(comp, 0.0) if ahead else dt_s
-            led.energy[comp] = led.energy.get(comp, 0) + round(watts * max(0.0, span) * unit)
+            led_energy[comp] = led_energy.get(comp, 0) + round(watts * (span if span > 0.0 else 0.0) * kind[0])
         if ahead:
             self.energy_ahead = {c: a - dt_s for c, a in ahead.items() if a > dt_s}
         self.power_w = comp_power
-        for comp, total in led.energy.items():
-            if comp.startswith("core"):
-                continue
-            unit = 1000.0 if (comp.startswith("gpu") and m.nvml) else 1_000_000.0
-            hw_type = "gpu" if comp.startswith("gpu") else "memory" if comp.startswith("dram") else "cpu"
-            if comp in ("psys", "host"):
-                hw_type = "host"
-            energy[comp] = (hw_type, total / unit)
+        for comp, total in led_energy.items():
+            unit, hw_type = kinds.get(comp) or self._comp_kind(comp)
+            if hw_type:
+                energy[comp] = (hw_type, total / unit)
         self._write_counters(freqs, st, comp_power)
         node_w = round(cpu_total + gpu_total, 2)
         st["P"] = node_w
         led.tick += 1
         led.time_s = now
         if self._keep_ledger:
-            self._ledger_fd = ledger_mod.write_kept(self.dir, led, self._ledger_fd)
+            self._ledger_fd = ledger_mod.write_kept(self.dir, led, self._ledger_fd, renew=self._renew_ledger)
         else:
-            ledger_mod.write(self.dir, led)
-        readings = {k: v for k, v in st.items() if k.startswith(_READING_PREFIXES)}
+            ledger_mod.write(self.dir, led, renew=self._renew_ledger)
+        self._renew_ledger = False
+        if len(st) != self._readings_of or st is not self._readings_st:  # keys are only ever added
+            self._reading_keys = [k for k in st if k.startswith(_READING_PREFIXES)]
+            self._readings_of = len(st)
+            self._readings_st = st
+        readings = {k: st[k] for k in self._reading_keys}
         return Sample(m.node, now, node_w, round(cpu_total, 2), round(gpu_total, 2), energy, gpu_power, caps,
                       governors, m.virtual, st["t0"], readings)
+
+    def _comp_kind(self, comp: str) -> tuple[float, str]:
+        """A component's energy unit per joule (mJ for NVML GPUs, else µJ) and its hardware type
+        in samples ("" for a core zone, which samples leave out); remembered per node."""
+        unit = 1000.0 if (comp.startswith("gpu") and self.model.nvml) else 1_000_000.0
+        hw_type = "gpu" if comp.startswith("gpu") else "memory" if comp.startswith("dram") else "cpu"
+        if comp in ("psys", "host"):
+            hw_type = "host"
+        if comp.startswith("core"):
+            hw_type = ""
+        kind = self._comp_kinds[comp] = (unit, hw_type)
+        return kind
 
     def advance_energy(self, comps: Iterable[str], ahead_s: float) -> None:
         """Accrue the energy of ``comps`` up to ``ahead_s`` seconds past the last tick, at the power of

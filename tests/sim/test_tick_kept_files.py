@@ -197,3 +197,53 @@ def test_batched_event_reads_miss_no_write(tmp_path: Path, monkeypatch: pytest.M
         assert [s.caps_w["pkg0"] for s in samples] == [150.0, 130.0, 200.0, 120.0, 140.0]
     finally:
         shard.close()
+
+
+def test_a_clean_stop_resumes_from_the_caches_copy_of_the_ledger(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    node = build_node(tmp_path, "n1")
+    rt = _run(node, FdBudget(100), ticks=2)
+    rt.save_cache()
+    rt.close_files()
+    doc = json.loads((node / "state/tick-cache.json").read_text())
+    assert doc["l"] == json.loads((node / "state/ledger.json").read_text())
+    ino = os.stat(node / "state/ledger.json").st_ino
+    assert doc["ls"][2] == ino
+
+    def no_read(node_dir: str) -> None:
+        raise AssertionError("the ledger file was read")
+
+    monkeypatch.setattr(lg, "load", no_read)
+    again = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6), fds=FdBudget(100))  # type: ignore[arg-type]
+    assert (again.ledger.tick, again.ledger.energy) == (2, rt.ledger.energy)
+    again.readback(T0 + 3)
+    again.step(T0 + 3, 1.0)
+    # The first write after the resume is a new file: the cache's signature of the old one is stale.
+    assert os.stat(node / "state/ledger.json").st_ino != ino
+    again.readback(T0 + 4)
+    again.step(T0 + 4, 1.0)
+    monkeypatch.undo()
+    saved = lg.load(str(node))
+    assert saved is not None and (saved.tick, saved.energy) == (4, again.ledger.energy)
+    again.close_files()
+
+
+def test_a_kill_right_after_a_resume_leaves_the_cache_unused(tmp_path: Path) -> None:
+    """A run that resumed, ticked once within the same clock tick of the file system and was killed
+    (no clean stop): the next start reads the ledger file, and the stale cache is not used."""
+    node = build_node(tmp_path, "n1")
+    rt = _run(node, None, ticks=1)
+    rt.save_cache()
+    cache = node / "state/tick-cache.json"
+    doc = json.loads(cache.read_text())
+    gov0 = "sys/devices/system/cpu/cpufreq/policy0/scaling_governor"
+    doc["w"][[w.rel for w in rt.model.writables].index(gov0)] = "performance\n"  # only a used cache says so
+    cache.write_text(json.dumps(doc))
+    killed = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6))  # type: ignore[arg-type]
+    assert killed.value("policy0", "cpufreq_governor") == "performance"
+    killed.readback(T0 + 2)
+    killed.step(T0 + 2, 1.0)
+    after = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6))  # type: ignore[arg-type]
+    assert after.ledger.tick == 2
+    assert after.ledger.energy == killed.ledger.energy
+    assert after.value("policy0", "cpufreq_governor") == "powersave"
