@@ -15,10 +15,12 @@ Method (issue 3, SPEC §9; Joulie fits 200 Intel nodes in its 1 s tick and resum
   ``run()`` being called to the first tick starting (spec parsing, the renderer's resume check,
   layout, every node's state from the start-up cache a clean stop leaves, inotify watches, workers),
   with the renderer's share and the first tick (which polls every writable file once to take what
-  was written while the simulator was down) reported separately.
-- Also reported: the CPU seconds per tick (this process and its workers; a one-tick run's cost
-  subtracted, so start-up is not counted), which do not depend on the machine's load, and the
-  load average before each case (the machine is shared).
+  was written while the simulator was down) reported separately; wall time, and CPU time of the
+  renderer's check, of the spec and node models, and of the runtimes' start (workers included).
+- Also reported: the CPU seconds per tick (this process and its workers, from ``/proc/<pid>/stat``,
+  from the end of one tick's agent writes to the end of the next tick: start-up, the first tick
+  and the agent not counted), median and range, which depend far less on the machine's load than
+  wall time, and the load average before each case (the machine is shared).
 
 Usage: ``python benchmarks/bench_sim_tick.py [--nodes N] [--ticks T] [--workers 1,2] [--modes poll,inotify]
 [--writes W] [--root DIR] [--keep] [--skip-resume]``.
@@ -79,6 +81,22 @@ def _agent(root: str, nodes: list[str], writes: int, policies: int = 128) -> Any
     return progress
 
 
+def _cpu_now() -> float:
+    """CPU seconds (user + system) of this process and of its live worker processes so far."""
+    import multiprocessing
+
+    total = time.process_time()
+    tck = os.sysconf("SC_CLK_TCK")
+    for child in multiprocessing.active_children():
+        try:
+            with open(f"/proc/{child.pid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+            total += (int(fields[11]) + int(fields[12])) / tck  # utime, stime
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def bench_tick(spec_path: str, root: str, ticks: int, workers: int, mode: str, writes: int,
                policies: int = 128) -> dict[str, Any]:
     from joulectl.sim import runtime
@@ -87,27 +105,31 @@ def bench_tick(spec_path: str, root: str, ticks: int, workers: int, mode: str, w
     os.environ["SIM_READBACK"] = mode
     spec = load_spec(spec_path)
     names = [n.name for n in spec.nodes]
+    agent = _agent(root, names, writes, policies)
+    # CPU seconds of this process and its workers from the end of one tick's callback (the agent's
+    # writes done) to the next tick's callback: the tick alone, start-up and agent not counted.
+    marks: list[tuple[float, float]] = []
+    started = [0.0]
 
-    def cpu_of(n: int) -> tuple[float, runtime.RunSummary]:
-        entries = runtime.build_entries(spec, root)
-        before = os.times()
-        summary = runtime.run_entries(entries, root, spec.facility, ticks=n, fast=True, workers=workers,
-                                      progress=_agent(root, names, writes, policies))
-        after = os.times()
-        return sum(after[:4]) - sum(before[:4]), summary
+    def progress(done: int, total: int | None, samples: list[Any]) -> None:
+        at_tick_end = _cpu_now()
+        agent(done, total, samples)
+        marks.append((at_tick_end, _cpu_now()))
 
-    base, _ = cpu_of(1)
-    cpu, summary = cpu_of(ticks + 1)
-    # CPU seconds of this process and its (joined) workers per tick, start-up subtracted: the
-    # figure that does not depend on what else the machine runs.
-    cpu_tick = (cpu - base) / ticks
+    entries = runtime.build_entries(spec, root)
+    started[0] = _cpu_now()
+    summary = runtime.run_entries(entries, root, spec.facility, ticks=ticks + 1, fast=True, workers=workers,
+                                  progress=progress)
+    cpu = [marks[k][0] - marks[k - 1][1] for k in range(1, len(marks))]
     times = summary.tick_seconds[1:]
     import resource
 
     rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
               resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     return {"workers": summary.workers, "nodes": summary.nodes, "median_s": statistics.median(times),
-            "max_s": max(times), "ticks": len(times), "cpu_per_tick_s": cpu_tick, "peak_rss_mib": rss / 1024}
+            "max_s": max(times), "ticks": len(times), "cpu_per_tick_s": statistics.median(cpu),
+            "cpu_min_s": min(cpu), "cpu_max_s": max(cpu), "first_tick_cpu_s": marks[0][0] - started[0],
+            "peak_rss_mib": rss / 1024}
 
 
 def bench_stop(spec_path: str, root: str, workers: int) -> float:
@@ -132,27 +154,42 @@ def bench_resume(spec_path: str, root: str, workers: int) -> dict[str, float]:
 
     started: list[float] = []
     check: list[float] = []
+    check_cpu: list[float] = []
     ensure = runtime._ensure_trees
+    pool_init = runtime._Pool.__init__
+    before_pool: list[float] = []
 
     def timed_ensure(*args: Any, **kwargs: Any) -> tuple[int, int]:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _cpu_now()
         try:
             return ensure(*args, **kwargs)
         finally:
             check.append(time.perf_counter() - t)
+            check_cpu.append(_cpu_now() - c)
+
+    def timed_pool(self: Any, *args: Any, **kwargs: Any) -> None:
+        c = _cpu_now()
+        pool_init(self, *args, **kwargs)
+        before_pool.append(_cpu_now() - c)  # the runtimes' start, in this process or the workers
 
     def progress(done: int, total: int | None, samples: list[Any]) -> None:
         started.append(time.perf_counter())
 
     runtime._ensure_trees = timed_ensure  # type: ignore[assignment]
+    runtime._Pool.__init__ = timed_pool  # type: ignore[method-assign]
     try:
-        t0 = time.perf_counter()
-        summary = runtime.run(spec_path, root, ticks=1, fast=True, workers=workers, progress=progress)
+        t0, c0 = time.perf_counter(), _cpu_now()
+        ready: list[float] = []
+        summary = runtime.run(spec_path, root, ticks=1, fast=True, workers=workers, progress=progress,
+                              on_start=lambda spec, models: ready.append(_cpu_now()))
     finally:
         runtime._ensure_trees = ensure  # type: ignore[assignment]
+        runtime._Pool.__init__ = pool_init  # type: ignore[method-assign]
     first_tick = summary.tick_seconds[0]
     total = started[0] - t0 - first_tick
-    return {"total_s": total, "renderer_s": check[0], "runtime_s": total - check[0], "first_tick_s": first_tick}
+    return {"total_s": total, "renderer_s": check[0], "runtime_s": total - check[0], "first_tick_s": first_tick,
+            "renderer_cpu_s": check_cpu[0], "entries_cpu_s": ready[0] - c0 - check_cpu[0],
+            "runtime_cpu_s": before_pool[0]}
 
 
 def main() -> int:
@@ -189,7 +226,9 @@ def main() -> int:
                 r = bench_tick(spec_path, str(root), args.ticks, w, mode, args.writes, policies)
                 print(f"tick of {r['nodes']} {kind} nodes, {mode}, {r['workers']} worker(s): "
                       f"median {r['median_s'] * 1000:.0f} ms, max {r['max_s'] * 1000:.0f} ms over {r['ticks']} "
-                      f"ticks; {r['cpu_per_tick_s']:.2f} CPU s per tick; peak RSS {r['peak_rss_mib']:.0f} MiB")
+                      f"ticks; CPU per tick median {r['cpu_per_tick_s']:.2f} s ({r['cpu_min_s']:.2f}-"
+                      f"{r['cpu_max_s']:.2f}); start + first tick {r['first_tick_cpu_s']:.2f} CPU s; "
+                      f"peak RSS {r['peak_rss_mib']:.0f} MiB")
                 os.environ["SIM_READBACK"] = mode
                 print(f"stop after a tick, {w} worker(s): {bench_stop(spec_path, str(root), w):.2f} s")
         if args.skip_resume:
@@ -201,7 +240,8 @@ def main() -> int:
             r = bench_resume(resume_spec, str(root), w)
             print(f"resume of {args.resume_nodes} nodes, {w} worker(s): {r['total_s']:.2f} s to the first tick "
                   f"(renderer's resume check {r['renderer_s']:.2f} s, runtime {r['runtime_s']:.2f} s); "
-                  f"first tick {r['first_tick_s']:.2f} s")
+                  f"first tick {r['first_tick_s']:.2f} s; CPU: renderer's check {r['renderer_cpu_s']:.2f} s, "
+                  f"spec and models {r['entries_cpu_s']:.2f} s, runtimes' start {r['runtime_cpu_s']:.2f} s")
     finally:
         if not args.root and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -14,7 +14,7 @@ _TICKS = "Stop after N ticks."
 _DURATION = "Stop after S seconds (of simulated time with --fast)."
 _TICK = "Tick interval in seconds."
 _FAST = "Run ticks back to back instead of in real time."
-_WORKERS = "Worker processes (default: min(CPU count, 12))."
+_WORKERS = "Worker processes (default: one per free CPU by the load average, 1 to 12)."
 _PROFILES = "Directory of local hardware profiles, added to the builtin ones."
 _LISTEN = ("Serve /metrics, /telemetry/<node>, /control/<node>, /exporters/<format>/<node>/metrics and /healthz "
            "on ADDR:PORT (PORT alone binds 127.0.0.1; port 0 picks a free one).")
