@@ -249,8 +249,8 @@ def test_a_kill_right_after_a_resume_leaves_the_cache_unused(tmp_path: Path) -> 
     assert after.value("policy0", "cpufreq_governor") == "powersave"
 
 
-@pytest.mark.parametrize(("cpus", "load", "workers"), [(2, 0.3, 2), (2, 0.6, 1), (2, 9.5, 1), (16, 3.4, 12), (16, 10.6, 5),
-                                                       (64, 0.0, 12), (1, 0.0, 1)])
+@pytest.mark.parametrize(("cpus", "load", "workers"), [(2, 0.3, 2), (2, 0.6, 1), (2, 9.5, 1), (16, 3.4, 12),
+                                                       (16, 10.6, 5), (64, 0.0, 12), (1, 0.0, 1)])
 def test_default_workers_are_the_free_cpus(monkeypatch: pytest.MonkeyPatch, cpus: int, load: float,
                                            workers: int) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: cpus)
