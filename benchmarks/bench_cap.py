@@ -59,6 +59,7 @@ def gpu_profiles() -> list[str]:
 PYCACHE = tempfile.mkdtemp(prefix="bench-cap-pycache-")
 
 
+REPO = str(Path(__file__).resolve().parents[1])
 #: ``--baseline``: the other version's checkout (first on PYTHONPATH for its runs), or None.
 BASELINE: list[str] = []
 
@@ -74,7 +75,9 @@ def _joulectl(*args: str, baseline: bool = False) -> tuple[float, float]:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "joulectl", *args], capture_output=True, env=env, check=False)
+    # ``python -m`` puts the working directory first on sys.path: run in the checkout to time.
+    proc = subprocess.run([sys.executable, "-m", "joulectl", *args], capture_output=True, env=env, check=False,
+                          cwd=BASELINE[0] if baseline else REPO)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:

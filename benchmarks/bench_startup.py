@@ -37,24 +37,25 @@ TARGET_VERSION = 1.3
 TARGET_DISCOVER = 1.5
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system of the child and its children) of one run."""
+def timed(argv: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system of the child and its children) of one run. ``python -m``
+    puts ``cwd`` first on ``sys.path``: the checkout in ``cwd`` is the one that runs."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def render(profiles: list[str], root: Path, env: dict[str, str]) -> dict[str, Path]:
+def render(profiles: list[str], root: Path, env: dict[str, str], cwd: Path = REPO) -> dict[str, Path]:
     pools = "".join(f"  - {{name: p{i}, profile: {p}, count: 1}}\n" for i, p in enumerate(profiles))
     root.mkdir(parents=True, exist_ok=True)
     spec = root / "spec.yaml"
     spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: bench-startup}\n"
                     f"spec:\n  pools:\n{pools}")
     subprocess.run([sys.executable, "-m", "joulectl", "simulate", "render", str(spec), "--root", str(root / "nodes")],
-                   check=True, stdout=subprocess.DEVNULL, env=env, cwd=REPO)
+                   check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
     return {p: root / "nodes" / f"p{i}-0" for i, p in enumerate(profiles)}
 
 
@@ -96,24 +97,26 @@ def main() -> int:
         py = sys.executable
         commands = {"import typer": [py, "-c", "import typer"], "--version": [py, "-m", "joulectl", "--version"]}
         envs = dict.fromkeys(commands, env)
+        cwds = dict.fromkeys(commands, REPO)
         for p, node in nodes.items():
             commands[p] = [py, "-m", "joulectl", "--root", str(node), "discover", "-o", "json"]
             envs[p] = env
         base_nodes: dict[str, Path] = {}
         if args.baseline:
-            base_env = {**env, "PYTHONPATH": str(Path(args.baseline).resolve()),
-                        "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache-baseline")}
-            base_nodes = render(profiles, Path(tmp) / "baseline", base_env)
+            checkout = Path(args.baseline).resolve()
+            base_env = {**env, "PYTHONPATH": str(checkout), "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache-baseline")}
+            base_nodes = render(profiles, Path(tmp) / "baseline", base_env, checkout)
             commands["baseline --version"] = [py, "-m", "joulectl", "--version"]
-            envs["baseline --version"] = base_env
             for p, node in base_nodes.items():
                 commands[f"baseline {p}"] = [py, "-m", "joulectl", "--root", str(node), "discover", "-o", "json"]
-                envs[f"baseline {p}"] = base_env
+            for name in commands:
+                if name.startswith("baseline "):
+                    envs[name], cwds[name] = base_env, checkout
         samples: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
         load0 = os.getloadavg()
         for i in range(args.warmup + args.runs):
             for name, argv in commands.items():
-                t = timed(argv, envs[name])
+                t = timed(argv, envs[name], cwds[name])
                 if i >= args.warmup:
                     samples[name].append(t)
         load1 = os.getloadavg()
