@@ -79,7 +79,7 @@ MAP: dict[str, tuple[list[str], list[str]]] = {
         "tests/sim/test_runtime_clock.py", "tests/sim/test_tick_poll_writes.py", "tests/sim/test_tick.py",
         "tests/sim/test_tick_kernel.py",
         "tests/sim/test_tick_fidelity.py", "tests/sim/test_tick_readback.py", "tests/sim/test_intel_gt_freq.py",
-        "tests/sim/test_fake_tools.py"]),
+        "tests/sim/test_fake_tools.py", "tests/sim/test_runtime.py"]),
 }
 
 COMPARE_SWAP = {ast.Lt: (ast.LtE, "<", "<="), ast.LtE: (ast.Lt, "<=", "<"), ast.Gt: (ast.GtE, ">", ">="),
@@ -458,7 +458,7 @@ def run_tests(tests: list[str], timeout: float) -> tuple[str, float, str]:
     if p.returncode == 5:
         return "no-tests", dt, tail
     # not the mutant's doing: a usage error (a test file missing) or a full disk
-    if p.returncode == 4 or "No space left on device" in (out or ""):
+    if p.returncode == 4 or "[Errno 28] No space left on device" in (out or ""):
         return "error", dt, _first_failure(out) or tail
     return "killed", dt, _first_failure(out) or tail
 

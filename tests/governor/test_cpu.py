@@ -62,6 +62,23 @@ def test_balanced_uses_schedutil_without_an_epp_driver(tmp_path: Path) -> None:
     assert _read(tmp_path, 0, "scaling_governor") == "schedutil"
 
 
+@pytest.mark.parametrize(("driver", "epp", "intents"), [
+    # performance on a policy without EPP (acpi-cpufreq): the governor only
+    ("acpi-cpufreq", None, [("cpuGovernor", "ondemand", "performance")]),
+    # intel_pstate pins EPP to performance under the performance governor (intel_pstate.rst):
+    # the EPP it had is journaled ahead beside the governor, one already at performance is not
+    ("intel_pstate", "balance_power", [("cpuGovernor", "ondemand", "performance"),
+                                       ("epp", "balance_power", "performance")]),
+    ("intel_pstate", "performance", [("cpuGovernor", "ondemand", "performance")]),
+])
+def test_performance_journals_ahead_the_epp_it_moves_only(tmp_path: Path, driver: str, epp: str | None,
+                                                        intents: list[tuple[str, str, str]]) -> None:
+    pol = policy_tree(tmp_path, 0, driver=driver, governor="ondemand", epp=epp,
+                      governors="conservative ondemand userspace powersave performance schedutil")
+    got = gov.plan_intents(Host(str(tmp_path)), inventory([], [pol]), Journal(), "performance", gpu=False, cpu=True)
+    assert [(i.setting, i.before, i.value) for i in got] == intents
+
+
 def test_missing_governor_is_blocked(tmp_path: Path) -> None:
     pol = policy_tree(tmp_path, 0, driver="acpi-cpufreq", governor="ondemand", epp=None,
                       governors="ondemand performance")

@@ -90,6 +90,23 @@ def test_supported_clocks_parser_reads_nvidia_smi_text(tmp_path: Path) -> None:
 # -- set ------------------------------------------------------------------------------------------
 
 
+def test_show_reports_the_sampled_clocks_not_the_inventorys(tmp_path: Path) -> None:
+    # discover read 1980 MHz before the lock; show samples again (1485 MHz under the lock, busy):
+    # the column is the sample's, with its utilization, not the inventory's older clocks
+    root = _root(tmp_path, [H100_TABLE])
+    host, journal = Host(str(root)), Journal()
+    gpu = nvidia_gpu(0)
+    gpu.clocks = {"graphics_mhz": 1980, "memory_mhz": 2619}
+    inv = inventory([gpu])
+    gov.apply_preset(host, inv, journal, "efficient")
+    tick(root)
+    rows, _ = gov.show(host, inv, journal, gpu=True, cpu=False)
+    assert rows[0].clocks == "graphics 1485 MHz, memory 2619 MHz, 100 % busy"
+    # nothing set by joulectl: no sample is taken, the inventory's clocks are shown
+    rows, _ = gov.show(host, inv, Journal(), gpu=True, cpu=False)
+    assert rows[0].clocks == "graphics 1980 MHz, memory 2619 MHz"
+
+
 def test_efficient_locks_graphics_and_is_unverified_until_clocks_move(tmp_path: Path) -> None:
     root = _root(tmp_path, [H100_TABLE, H100_TABLE])
     host, journal = Host(str(root)), Journal()

@@ -215,16 +215,16 @@ def test_persistence_off_idle_gpu_drops_its_limit_to_default(tmp_path: Path) -> 
     for node in ("nopm-0", "pm-0"):
         with nvml_transaction(str(root / node)) as state:
             state["gpus"][2]["power"]["limitMw"] = 400_000
+            state["gpus"][3]["power"]["limitMw"] = 699_999  # 1 mW under the default: reset too
     runtime.run(spec, str(root), ticks=2, fast=True)
     assert read_nvml_state(str(root / "nopm-0"))["gpus"][2]["power"]["limitMw"] == 700_000
+    assert read_nvml_state(str(root / "nopm-0"))["gpus"][3]["power"]["limitMw"] == 700_000
     assert read_nvml_state(str(root / "pm-0"))["gpus"][2]["power"]["limitMw"] == 400_000
+    assert read_nvml_state(str(root / "pm-0"))["gpus"][3]["power"]["limitMw"] == 699_999
     events = [json.loads(line) for line in (root / "events.jsonl").read_text().splitlines()]
     resets = [e for e in events if e["name"] == "joulie.sim.cap.reset"]
-    assert len(resets) == 1
-    assert resets[0]["node"] == "nopm-0"
-    assert resets[0]["attributes"]["gpu"] == 2
-    assert resets[0]["attributes"]["from_mw"] == 400_000
-    assert resets[0]["attributes"]["to_mw"] == 700_000
+    assert [(e["node"], e["attributes"]["gpu"], e["attributes"]["from_mw"], e["attributes"]["to_mw"])
+            for e in resets] == [("nopm-0", 2, 400_000, 700_000), ("nopm-0", 3, 699_999, 700_000)]
 
 
 def test_refused_sysfs_write_on_a_rendered_tree_is_logged(tmp_path: Path) -> None:

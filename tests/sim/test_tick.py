@@ -424,3 +424,76 @@ def test_a_refused_write_over_a_file_that_read_empty_puts_back_the_default(tmp_p
     tick(rt, 2)
     assert gov.read_text() == "powersave\n"
     assert [e.attributes["error.type"] for e in rt.events] == ["einval"]
+
+
+def test_a_start_on_a_tree_the_kernel_keeps_writes_nothing(tmp_path: Path) -> None:
+    # every value of the hand-built tree is one the kernel would keep: the start rewrites no file;
+    # the first tick writes the four energy counters and the four policies' scaling_cur_freq (the
+    # rendered 4 GHz is not the clock under powersave with balance_performance), the next one the
+    # four counters only
+    rt = runtime(build_node(tmp_path))
+    assert rt.writes == 0
+    tick(rt, 1)
+    assert rt.writes == 8
+    tick(rt, 2)
+    assert rt.writes == 12
+
+
+@pytest.mark.parametrize(("field", "index", "bad"), [
+    ("", None, None),       # no defect: the cache is used, its "1\n" taken
+    ("w", 0, 1),            # a value that is no text
+    ("c", 0, None),         # a counter's text that is no text
+    ("s", 0, "x"),          # a signature part that is no integer
+    ("s", 1, 1.5),
+    ("h", None, [[0, 10_000]]),  # a link group past the writables
+])
+def test_a_start_up_cache_with_a_wrong_type_is_not_used(tmp_path: Path, field: str, index: int | None,
+                                                        bad: object) -> None:
+    # the lists keep their lengths, one element has the wrong type: the whole cache is set aside
+    # and the tree is read again (the marker value "1\n" in the cache is not taken)
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    tick(rt, 1)
+    rt.save_cache()
+    cache = node / "state" / "tick-cache.json"
+    doc = json.loads(cache.read_text())
+    doc["w"][1] = "1\n"
+    if field and index is None:
+        doc[field] = bad
+    elif field:
+        doc[field][index] = bad
+    cache.write_text(json.dumps(doc))
+    rt2 = runtime(node)
+    assert (rt2.model.writables[1].text == "1\n") is (not field)
+    assert rt2.value("policy0", "cpufreq_governor") == "powersave"
+
+
+@pytest.mark.parametrize(("pl1_uw", "cap_w", "power_w"), [
+    ("1", 1e-6, 30.0),   # a limit: the GPU is held at its idle floor (30 W)
+    ("0", 300.0, None),  # no limit in force: the cap is the GPU's maximum (300 W)
+])
+def test_an_i915_pl1_of_1_uw_is_a_limit(tmp_path: Path, pl1_uw: str, cap_w: float, power_w: float | None) -> None:
+    # with a profile's clampMinW of 0, i915 power1_max keeps 1 uW as written
+    node = build_node(tmp_path, intel_gpu=True)
+    (node / INTEL_GPU / "hwmon" / "hwmon5" / "power1_max").write_text(f"{pl1_uw}\n")
+    rt = runtime(node, _Profile(gpus={"vendor": "intel", "intel": {"clampMinW": 0}}))
+    tick(rt, 1)
+    assert rt.ledger.state["cap.gpu0"] == pytest.approx(cap_w)
+    if power_w is not None:
+        assert rt.ledger.state["P.gpu0"] == pytest.approx(power_w)
+
+
+def test_the_sclk_mask_bounds_the_clock_in_manual_only(tmp_path: Path) -> None:
+    # amdgpu honours pp_dpm_sclk in the manual level only: a mask left from manual does not
+    # bound the clock under auto (levels 500/1200/1700 MHz: "0 1" is 1200/1700 of the top)
+    node = build_node(tmp_path, amd=True)
+    rt = runtime(node, _Profile(gpus={"vendor": "amd", "secondaryDies": True, "model": "AMD Instinct MI250X"}))
+    tick(rt, 1)
+    (node / AMD / "power_dpm_force_performance_level").write_text("manual\n")
+    (node / AMD / "pp_dpm_sclk").write_text("0 1")
+    tick(rt, 2)
+    assert rt.ledger.state["c.gpu0"] == pytest.approx(1200 / 1700)
+    (node / AMD / "power_dpm_force_performance_level").write_text("auto\n")
+    tick(rt, 3)
+    assert rt.ledger.state["c.gpu0"] == 1.0
+

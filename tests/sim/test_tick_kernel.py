@@ -125,3 +125,16 @@ def test_store_ends_at_nul_and_one_policy_is_its_own_file(tmp_path: Path) -> Non
     assert pl1.read_text() == "200000000\n"
     assert (node / POLICY.format(1) / "cpuinfo_max_freq").read_text() == "4000000\n"
     assert not [e for e in _events(root) if e["name"] == "joulie.sim.write.rejected"]
+
+
+def test_a_secondary_die_reads_no_power_of_its_own(tmp_path: Path) -> None:
+    # MI250X: each package's power is reported on its primary die (the first of each pair here);
+    # the secondary die's power1_average reads 0, as amdgpu shows it
+    spec, root = _render(tmp_path, "amd-instinct-mi250x-4gpu")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    dies = sorted((root / "n-0" / "sys/devices").glob("pci0000:*/0000:*:00.0/hwmon/hwmon*/power1_average"))
+    assert [p.parts[-4] for p in dies] == ["0000:c1:00.0", "0000:c6:00.0", "0000:c9:00.0", "0000:ce:00.0",
+                                           "0000:d1:00.0", "0000:d6:00.0", "0000:d9:00.0", "0000:de:00.0"]
+    readings = [p.read_text() for p in dies]
+    assert readings[1::2] == ["0\n"] * 4
+    assert all(r != "0\n" for r in readings[0::2])
