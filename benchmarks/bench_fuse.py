@@ -8,16 +8,16 @@ Method:
 - Start: ``joulectl simulate run SPEC --root DIR --fuse --tick 1`` is started; reported is the wall
   time from the process's start to every node's ``sys/`` being visible through the mount (Python
   start-up, spec, the renderer's resume check, the runtimes, the mount), and the time from SIGTERM
-  to the process's exit with the mount gone. Both over ``--starts`` (default 3) runs, median; next
+  to the process's exit with the mount gone. Both over ``--starts`` (default 2) runs, median; next
   to them the same start and stop without FUSE (``simulate run --ticks 0 --workers 1``, start to
   exit), so the mount's own share is the difference; and the CPU seconds of each (the children's
   rusage), which the machine's load does not inflate.
-- Reads: from this process, ``--reads`` (default 2000) ``open``/``read``/``close`` of one attribute
+- Reads: from this process, ``--reads`` (default 1000) ``open``/``read``/``close`` of one attribute
   of node 0 through the mount and on the plain tree, alternating in blocks of 100; median and 90th
   percentile per attribute kind (a static attribute, a counter the tick writes, an energy counter,
   which the read steps, and a writable attribute).
 - discover: ``joulectl --root R discover -o json`` through the mount and on the plain tree,
-  alternately, ``--discover`` (default 10) runs each; median wall time and the ratio.
+  alternately, ``--discover`` (default 6) runs each; median wall time and the ratio.
 - Placement: the same reads with the serving process's FUSE thread pinned to CPU 0 and this
   process on CPU 0 ("same CPU") or CPU 1 ("other CPU"), alternating in blocks of 100. On an idle
   machine the scheduler puts a reader on the CPU the FUSE thread is not on (it prefers an idle
@@ -35,8 +35,8 @@ Method:
 - The load average before each case is reported (the machine is shared).
 
 Usage: ``python benchmarks/bench_fuse.py [--nodes N] [--reads R] [--discover D] [--ticks T]
-[--starts S] [--ab-nodes N] [--root DIR] [--keep]``; ``--quick`` is ``--reads 1000 --discover 6
---ticks 5 --starts 2`` (the figures the targets need, in 1-3 minutes).
+[--starts S] [--ab-nodes N] [--root DIR] [--keep]``. The defaults give the figures the targets
+need in 1-3 minutes (``--quick`` forces them); ``--root DIR`` keeps the rendered nodes between runs.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def _placement(pid: int, node: Path, n: int) -> None:
 
 
 #: The loop variants of the polling A/B: label, root suffix, environment.
-VARIANTS = (
+VARIANTS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("no polling", "nopoll", {"JOULECTL_FUSE_SPIN_US": "0"}),
     ("polling (default)", "default", {}),
     ("polling + colocate", "colocate", {"JOULECTL_FUSE_COLOCATE": "1"}),
@@ -236,10 +236,10 @@ def _discover(root: Path) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=200)
-    ap.add_argument("--reads", type=int, default=2000)
-    ap.add_argument("--discover", type=int, default=10)
-    ap.add_argument("--ticks", type=int, default=20)
-    ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--reads", type=int, default=1000)
+    ap.add_argument("--discover", type=int, default=6)
+    ap.add_argument("--ticks", type=int, default=5)
+    ap.add_argument("--starts", type=int, default=2)
     ap.add_argument("--ab-nodes", type=int, default=2)
     ap.add_argument("--root")
     ap.add_argument("--keep", action="store_true")
