@@ -151,15 +151,11 @@ def encode(ledger: Ledger) -> bytes:
     return raw + b"\n"
 
 
-def write(node_dir: str, ledger: Ledger, *, renew: bool = False) -> None:
-    """Rewrite the ledger: in place when it and the file are both one padded block, else by rename.
-
-    ``renew``: by rename whatever the size (a new inode: a start-up cache holding the old file's
-    signature is then stale for good, even when the file's mtime did not move).
-    """
+def write(node_dir: str, ledger: Ledger) -> None:
+    """Rewrite the ledger: in place when it and the file are both one padded block, else by rename."""
     path = ledger_path(node_dir)
     data = encode(ledger)
-    if len(data) == INPLACE_BYTES and not renew:
+    if len(data) == INPLACE_BYTES:
         try:
             fd = os.open(path, os.O_WRONLY)
         except FileNotFoundError:
@@ -180,7 +176,7 @@ def write(node_dir: str, ledger: Ledger, *, renew: bool = False) -> None:
     os.replace(tmp, path)
 
 
-def write_kept(node_dir: str, ledger: Ledger, fd: int, *, renew: bool = False) -> int:
+def write_kept(node_dir: str, ledger: Ledger, fd: int) -> int:
     """:func:`write` through a descriptor of the ledger kept open between ticks: one ``pwrite``
     while the ledger fits its padded block. ``fd`` is the descriptor (-1: none yet); returned is
     the one to keep (-1 when the ledger is written by rename: a descriptor would hold the old file).
@@ -188,12 +184,12 @@ def write_kept(node_dir: str, ledger: Ledger, fd: int, *, renew: bool = False) -
     Only the process that holds the descriptor may rewrite the ledger meanwhile, and only in place.
     """
     data = encode(ledger)
-    if len(data) == INPLACE_BYTES and fd >= 0 and not renew:
+    if len(data) == INPLACE_BYTES and fd >= 0:
         os.pwrite(fd, data, 0)
         return fd
     if fd >= 0:
         os.close(fd)
-    write(node_dir, ledger, renew=renew)
+    write(node_dir, ledger)
     if len(data) != INPLACE_BYTES:
         return -1
     try:

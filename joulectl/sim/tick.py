@@ -43,6 +43,9 @@ from joulectl.sim.sysfs_rules import Verdict as Verdict
 from joulectl.sim.sysfs_rules import sclk_table as sclk_table
 
 CACHE_NAME = "tick-cache.json"
+#: How a start-up cache begins (``json.dumps`` of save_cache's document): ``u`` (used) is the byte
+#: before the last, set to 1 in place by the start that takes the cache's copy of the ledger.
+_CACHE_HEAD = b'{"v":2,"u":0,'
 REJECTED = "joulie.sim.write.rejected"
 CAP_RESET = "joulie.sim.cap.reset"
 CLAMPED = "joulie.sim.write.clamped"
@@ -500,9 +503,6 @@ class NodeRuntime:
         # file has the signature it had then (one lstat instead of reading and parsing the file).
         cache_doc = self._read_cache()
         led = self._cached_ledger(cache_doc)
-        # The first ledger write after taking the cache's copy makes a new file (a new inode), so
-        # that a kill after it leaves that cache stale even if the mtime did not move (coarse clock).
-        self._renew_ledger = led is not None
         if led is None:
             led = ledger_mod.load(node_dir)
         self.ledger = led if led is not None else ledger_mod.Ledger(model.node)
@@ -638,14 +638,24 @@ class NodeRuntime:
         """The parsed ``state/tick-cache.json``, or None when there is none or it does not parse."""
         try:
             with open(self._cache_path(), "rb") as fh:
-                return json.loads(fh.read())
+                raw = fh.read()
+            doc = json.loads(raw)
         except (OSError, ValueError):
             return None
+        if isinstance(doc, dict) and not raw.startswith(_CACHE_HEAD):
+            doc.pop("l", None)  # not as save_cache writes it: its "u" cannot be set in place
+        return doc
 
     def _cached_ledger(self, doc: Any) -> ledger_mod.Ledger | None:
         """The copy of the ledger in the start-up cache ``doc`` (``l``: the ledger, ``ls``: its
-        file's signature then), when the ledger file still has that signature; else None."""
-        if not isinstance(doc, dict) or doc.get("v") != 2 or not isinstance(doc.get("l"), dict):
+        file's signature then), when the cache was not used since the clean stop that wrote it
+        (``u`` 0) and the ledger file still has that signature; else None.
+
+        Taking it marks the cache used (``u`` set to 1 in place, one ``pwrite``): a run that then
+        ticks and is killed leaves a cache whose copy is never taken again, whatever the mtime."""
+        if not isinstance(doc, dict) or doc.get("v") != 2 or doc.get("u") != 0:
+            return None
+        if not isinstance(doc.get("l"), dict):
             return None
         sig = doc.get("ls")
         if not isinstance(sig, list) or sig != ledger_mod.signature(self.dir):
@@ -654,7 +664,18 @@ class NodeRuntime:
             led = ledger_mod.from_doc(doc["l"], ledger_mod.ledger_path(self.dir))
         except InputError:
             return None
-        return led if led.node == self.model.node else None
+        if led.node != self.model.node:
+            return None
+        try:
+            fd = os.open(self._cache_path(), os.O_WRONLY)
+            try:
+                if os.pwrite(fd, b"1", len(_CACHE_HEAD) - 2) != 1:
+                    return None
+            finally:
+                os.close(fd)
+        except OSError:
+            return None
+        return led
 
     def _load_cache(self, doc: Any) -> dict[str, Any] | None:
         """``state/tick-cache.json`` of the last clean stop (``doc``, parsed), when it is of this layout.
@@ -691,7 +712,7 @@ class NodeRuntime:
         flat: list[int] = []
         for w in m.writables:
             flat.extend(w.sig if w.sig is not None else (-1, -1, -1))
-        doc = {"v": 2, "f": model_fingerprint(m), "t": self.ledger.tick, "s": flat,
+        doc = {"v": 2, "u": 0, "f": model_fingerprint(m), "t": self.ledger.tick, "s": flat,
                "w": [w.text for w in m.writables], "c": [c.text for c in m.counters],
                "h": self._link_groups, "e": self._epp_saved, "k": self._turbo_cut}
         sig = ledger_mod.signature(self.dir)
@@ -1044,10 +1065,9 @@ class NodeRuntime:
         led.tick += 1
         led.time_s = now
         if self._keep_ledger:
-            self._ledger_fd = ledger_mod.write_kept(self.dir, led, self._ledger_fd, renew=self._renew_ledger)
+            self._ledger_fd = ledger_mod.write_kept(self.dir, led, self._ledger_fd)
         else:
-            ledger_mod.write(self.dir, led, renew=self._renew_ledger)
-        self._renew_ledger = False
+            ledger_mod.write(self.dir, led)
         if len(st) != self._readings_of or st is not self._readings_st:  # keys are only ever added
             self._reading_keys = [k for k in st if k.startswith(_READING_PREFIXES)]
             self._readings_of = len(st)

@@ -205,27 +205,52 @@ def test_a_clean_stop_resumes_from_the_caches_copy_of_the_ledger(tmp_path: Path,
     rt = _run(node, FdBudget(100), ticks=2)
     rt.save_cache()
     rt.close_files()
-    doc = json.loads((node / "state/tick-cache.json").read_text())
+    cache = node / "state/tick-cache.json"
+    assert cache.read_bytes().startswith(b'{"v":2,"u":0,')
+    doc = json.loads(cache.read_text())
     assert doc["l"] == json.loads((node / "state/ledger.json").read_text())
-    ino = os.stat(node / "state/ledger.json").st_ino
-    assert doc["ls"][2] == ino
+    assert doc["ls"][2] == os.stat(node / "state/ledger.json").st_ino
+    reads: list[str] = []
+    load = lg.load
 
-    def no_read(node_dir: str) -> None:
-        raise AssertionError("the ledger file was read")
+    def counted(node_dir: str) -> lg.Ledger | None:
+        reads.append(node_dir)
+        return load(node_dir)
 
-    monkeypatch.setattr(lg, "load", no_read)
+    monkeypatch.setattr(lg, "load", counted)
     again = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6), fds=FdBudget(100))  # type: ignore[arg-type]
+    assert reads == []  # the copy, not the file
     assert (again.ledger.tick, again.ledger.energy) == (2, rt.ledger.energy)
+    # Taken once: the cache is marked used in place, and the next start reads the ledger file.
+    assert json.loads(cache.read_text())["u"] == 1
+    third = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6))  # type: ignore[arg-type]
+    assert reads == [str(node)]
+    assert third.ledger == again.ledger
     again.readback(T0 + 3)
     again.step(T0 + 3, 1.0)
-    # The first write after the resume is a new file: the cache's signature of the old one is stale.
-    assert os.stat(node / "state/ledger.json").st_ino != ino
     again.readback(T0 + 4)
     again.step(T0 + 4, 1.0)
-    monkeypatch.undo()
-    saved = lg.load(str(node))
+    saved = load(str(node))
     assert saved is not None and (saved.tick, saved.energy) == (4, again.ledger.energy)
+    again.save_cache()
+    assert json.loads(cache.read_text())["u"] == 0  # a clean stop writes it afresh
     again.close_files()
+
+
+def test_a_cache_not_written_by_save_cache_gives_no_ledger_copy(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    node = build_node(tmp_path, "n1")
+    rt = _run(node, None, ticks=1)
+    rt.save_cache()
+    cache = node / "state/tick-cache.json"
+    cache.write_text(json.dumps(json.loads(cache.read_text()), indent=1))  # same document, other bytes
+    reads: list[str] = []
+    load = lg.load
+    monkeypatch.setattr(lg, "load", lambda node_dir: reads.append(node_dir) or load(node_dir))
+    again = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6))  # type: ignore[arg-type]
+    assert reads == [str(node)]
+    assert again.ledger.tick == 1
+    assert json.loads(cache.read_text())["u"] == 0
 
 
 def test_a_kill_right_after_a_resume_leaves_the_cache_unused(tmp_path: Path) -> None:
