@@ -367,13 +367,13 @@ def _digest(paths: list[Path]) -> str:
 
 
 def map_key(group: str) -> str:
-    """What a group's map depends on besides its test files: the modules and every other file of
-    tests/ (conftest.py, fixtures)."""
-    files, tests = MAP[group]
-    mapped = {REPO / t for t in test_paths(tests)}
-    others = [p for p in (REPO / "tests").rglob("*") if p.is_file() and p.suffix in (".py", ".yaml", ".json")
-              and p not in mapped and "__pycache__" not in p.parts]
-    return _digest([REPO / f for f in files] + others)
+    """What a group's map depends on besides its own test files: the modules and every shared file
+    of tests/ (conftest.py, fixture and helper modules, data): anything but a ``test_*.py``, which
+    only its own run reads."""
+    files, _tests = MAP[group]
+    shared = [p for p in (REPO / "tests").rglob("*") if p.is_file() and "__pycache__" not in p.parts
+              and not (p.name.startswith("test_") and p.suffix == ".py")]
+    return _digest([REPO / f for f in files] + shared)
 
 
 def build_map(group: str, restorer: Restorer, log: Any) -> dict[str, Any] | None:

@@ -138,3 +138,25 @@ def test_a_secondary_die_reads_no_power_of_its_own(tmp_path: Path) -> None:
     readings = [p.read_text() for p in dies]
     assert readings[1::2] == ["0\n"] * 4
     assert all(r != "0\n" for r in readings[0::2])
+
+
+def test_an_sclk_mask_stored_without_truncating_over_the_shown_table_is_taken(tmp_path: Path) -> None:
+    # A writer that opens pp_dpm_sclk without O_TRUNC overwrites the first bytes of the table the
+    # file shows; the store is what it wrote ("0"), read against that table: here the table shows
+    # the clock at level 2 under auto while the mask left from manual ("0 1") tops at level 1
+    spec, root = _render(tmp_path, "amd-instinct-mi300x-8gpu")
+    dev = root / "n-0" / "sys/bus/pci/devices/0000:0c:00.0"
+    level, sclk = dev / "power_dpm_force_performance_level", dev / "pp_dpm_sclk"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    level.write_text("manual\n")
+    sclk.write_text("0 1")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    level.write_text("auto\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert sclk.read_text() == "0: 500Mhz\n1: 1300Mhz\n2: 2100Mhz *\n"
+    level.write_text("manual\n")
+    with open(sclk, "r+b") as fh:
+        fh.write(b"0")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert sclk.read_text() == "0: 500Mhz *\n1: 1300Mhz\n2: 2100Mhz\n"
+    assert not [e for e in _events(root) if e["name"] == "joulie.sim.write.rejected"]
