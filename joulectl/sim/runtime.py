@@ -131,10 +131,10 @@ def default_workers() -> int:
     """One worker per CPU the machine has free: the CPU count less the one-minute load average,
     rounded, at least 1 and at most 12.
 
-    Measured (docs/PERFORMANCE.md, issue 20): a second worker costs about a fifth more CPU per tick
+    Measured (docs/PERFORMANCE.md, issue 20): a second worker costs as much CPU per tick or more
     (the samples cross a pipe, each process has its own caches) and pays only on a CPU nobody else
-    uses; at 1,000 and 10,000 nodes on the 2-core machine at load 8-10, one worker ticked faster in
-    wall time too."""
+    uses; at 1,000 and 10,000 nodes on the 2-core machine at load 4-11, one worker ticked faster in
+    wall time."""
     cpus = os.cpu_count() or 1
     try:
         load = os.getloadavg()[0]
