@@ -376,6 +376,15 @@ def test_dry_run_writes_nothing_not_even_the_journal_or_the_lock(host: Host) -> 
     assert not Path(host.path("/var/lib/joulectl")).exists()
     assert not Path(host.path("/run/joulectl")).exists()
     assert report.exit_code == ExitCode.OK and report.to_dict()["dryRun"] is True
+    assert report.warnings == []  # no journal yet is no problem
+
+
+def test_dry_run_reports_a_journal_it_cannot_read(host: Host) -> None:
+    path = Path(host.path(journal_mod.JOURNAL_PATH))
+    path.mkdir(parents=True)  # reading it fails with EISDIR
+    report = run(host, Node([gpu(0)]), pct=60, dry_run=True)
+    assert report.warnings == ["cannot read the journal /var/lib/joulectl/state.json: Is a directory"]
+    assert report.results[0].status is Status.PLANNED
 
 
 def test_device_selection(host: Host) -> None:
