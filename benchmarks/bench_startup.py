@@ -116,7 +116,7 @@ def main() -> int:
         load0 = os.getloadavg()
         for i in range(args.warmup + args.runs):
             for name, argv in commands.items():
-                t = timed(argv, envs[name], cwds[name])
+                t = timed(argv, envs[name], cwds.get(name, REPO))
                 if i >= args.warmup:
                     samples[name].append(t)
         load1 = os.getloadavg()
