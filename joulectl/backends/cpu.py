@@ -81,12 +81,13 @@ def parse_cpuinfo(text: str) -> list[dict[str, str]]:
 #: What splits or strips a line of /proc/cpuinfo besides ``\n``, space and tab (ASCII): a text
 #: with none of them, no line starting with a blank and ASCII only takes :func:`cpuinfo_summary`'s
 #: fast path.
-_ODD_SPACE = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\n ", "\n\t")
+_ODD_SPACE = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
 
 
-#: In a text of the kernel's layout: a line of one of the keys discover counts (key, value), or the
-#: end of a block (an empty line next: ("", "")).
-_TOPOLOGY_LINE = re.compile(r"\n(?:(processor|physical id|core id)[ \t]*:([^\n]*)|(?=\n))")
+#: In a text of the kernel's layout: a line of one of the keys discover counts (key, value, ""), the
+#: end of a block (an empty line next: ("", "", "")), or a line that starts with a blank, which the
+#: kernel never prints (("", "", " ")): the text is then read line by line.
+_TOPOLOGY_LINE = re.compile(r"\n(?:(processor|physical id|core id)[ \t]*:([^\n]*)|(?=\n)|([ \t]))")
 
 
 def cpuinfo_summary(text: str) -> tuple[dict[str, str], int, set[str], set[tuple[str | None, str]]]:
@@ -96,7 +97,9 @@ def cpuinfo_summary(text: str) -> tuple[dict[str, str], int, set[str], set[tuple
     kernel's own layout (ASCII, blocks split by an empty line, every key at the start of its line)
     one regular expression picks the three keys and the block ends out of it; any other text is
     read line by line."""
-    if not text.isascii() or text[:1] in (" ", "\t") or any(c in text for c in _ODD_SPACE):
+    lines = _TOPOLOGY_LINE.findall("\n" + text + "\n\n") if text.isascii() and not any(
+        c in text for c in _ODD_SPACE) else [("", "", "?")]
+    if any(blank for _, _, blank in lines):
         blocks = parse_cpuinfo(text)
         return (blocks[0] if blocks else {}, len(blocks), {b["physical id"] for b in blocks if "physical id" in b},
                 {(b.get("physical id"), b["core id"]) for b in blocks if "core id" in b})
@@ -104,7 +107,7 @@ def cpuinfo_summary(text: str) -> tuple[dict[str, str], int, set[str], set[tuple
     sockets: set[str] = set()
     cores: set[tuple[str | None, str]] = set()
     processor, socket, core = False, None, None
-    for key, value in _TOPOLOGY_LINE.findall("\n" + text + "\n\n"):
+    for key, value, _ in lines:
         if not key:  # a block ends: count it if it was a processor's
             if processor:
                 threads += 1
