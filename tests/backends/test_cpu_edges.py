@@ -54,3 +54,27 @@ def test_nominal_from_acpi_cppc_of_cpu0_when_policy0_lists_no_cpus(root: Path, t
     trees.write(root, "/sys/devices/system/cpu/cpu0/acpi_cppc/nominal_freq", 2600)
     inv = cpu.discover(Host(str(root)))
     assert inv.nominal_mhz == 2600.0
+
+
+def test_cpuinfo_summary_reads_the_first_block_after_a_leading_blank_line() -> None:
+    text = ("\n\nprocessor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Gold 6530\n"
+            "physical id\t: 0\ncore id\t: 0\n\nprocessor\t: 1\nvendor_id\t: GenuineIntel\n"
+            "model name\t: Intel(R) Xeon(R) Gold 6530\nphysical id\t: 0\ncore id\t: 1\n\n")
+    first, threads, sockets, cores = cpu.cpuinfo_summary(text)
+    assert (first["processor"], first["model name"]) == ("0", "Intel(R) Xeon(R) Gold 6530")
+    assert (threads, sockets, cores) == (2, {"0"}, {("0", "0"), ("0", "1")})
+
+
+def test_a_boost_switch_is_amd_cpb_only_on_an_amd_cpu(root: Path, trees: ModuleType) -> None:
+    # acpi-cpufreq offers cpufreq/boost on Intel and AMD alike (Documentation/admin-guide/pm/
+    # cpufreq.rst); only on AMD is it Core Performance Boost (cpuinfo_max_freq then the base clock)
+    trees.cpufreq_policies(root, 2, driver="acpi-cpufreq", governors="ondemand performance", governor="ondemand",
+                           min_khz=1_200_000, max_khz=3_000_000)
+    trees.write(root, "/sys/devices/system/cpu/cpufreq/boost", 1)
+    host = Host(str(root))
+    policies = cpu.read_policies(host)
+    flags = {"flags": "fpu msr"}
+    assert cpu._has_cpb(host, flags, "AuthenticAMD", policies) is True
+    assert cpu._has_cpb(host, flags, "HygonGenuine", policies) is True
+    assert cpu._has_cpb(host, flags, "GenuineIntel", policies) is False
+    assert cpu._has_cpb(host, {"flags": "fpu cpb"}, "GenuineIntel", policies) is True  # the flag says so

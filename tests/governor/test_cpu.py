@@ -6,10 +6,10 @@ import errno
 from pathlib import Path
 
 import pytest
-from govkit import EACCES, inventory, policy_tree
+from govkit import EACCES, amd_gpu, amd_tree, bus, inventory, policy_tree
 from hostdoubles import FaultyHost
 
-from joulectl.errors import ExitCode, NoDeviceError
+from joulectl.errors import ExitCode, JoulectlError, NoDeviceError
 from joulectl.host import Host, HostIOError
 from joulectl.models import Status
 from joulectl.ops import governor as gov
@@ -141,6 +141,33 @@ def test_show_cpu(tmp_path: Path) -> None:
     gov.apply_preset(host, inv, journal, "efficiency", gpu=False, cpu=True)
     rows, _ = gov.show(host, inv, journal, gpu=False, cpu=True)
     assert (rows[0].preset, rows[0].set_by, rows[0].status) == ("efficiency", "joulectl", "applied")
+
+
+def test_show_without_flags_shows_the_gpus_and_the_cpus(tmp_path: Path) -> None:
+    # show(gpu=True, cpu=True) by default: an AMD GPU's row and the CPU policy's
+    amd_tree(tmp_path, 0, sclk_mhz=(500, 1100, 1700, 2100))
+    pol = policy_tree(tmp_path, 0)
+    rows, _ = gov.show(Host(str(tmp_path)), inventory([amd_gpu(0)], [pol]), Journal())
+    assert [r.device for r in rows] == [bus(0), "cpufreq:policy0"]
+
+
+class UnreadableJournalHost(Host):
+    """The journal's read fails with EIO (a failing disk)."""
+
+    def read(self, host_path: str, *, limit: int = 1 << 20) -> str:
+        if host_path.endswith("/state.json"):
+            raise HostIOError(errno.EIO, host_path)
+        return super().read(host_path, limit=limit)
+
+
+def test_a_journal_that_cannot_be_read_stops_the_run_naming_why(tmp_path: Path) -> None:
+    policy_tree(tmp_path, 0)
+    (tmp_path / "var/lib/joulectl").mkdir(parents=True)
+    (tmp_path / "var/lib/joulectl/state.json").write_text("{}")
+    with pytest.raises(JoulectlError) as e:
+        gov.run_set(UnreadableJournalHost(str(tmp_path)), "performance", gpu=False, cpu=True, selectors=(),
+                    dry_run=False, wait_s=0.0, model_presets_path=None, warnings=[])
+    assert e.value.message == "cannot read the journal /var/lib/joulectl/state.json: Input/output error"
 
 
 @pytest.mark.parametrize(

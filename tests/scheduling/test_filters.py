@@ -189,6 +189,17 @@ def test_cordon_node_selector_and_affinity() -> None:
     assert filter_reasons(pod(affinity=no), node_view(gpu)) == ["required node affinity does not match the node"]
     notin = affinity({"key": "zone", "operator": "NotIn", "values": ["a"]})
     assert filter_reasons(pod(affinity=notin), node_view(gpu)) != []
+    # "A null or empty node selector term matches no objects" (NodeSelectorTerm, Kubernetes API)
+    assert filter_reasons(pod(affinity=affinity()), node_view(gpu)) == [
+        "required node affinity does not match the node"]
+
+
+def test_running_pods_past_allocatable_leave_none_free() -> None:
+    # running pods may ask for more than the node offers (a stale export): free is 0, not negative
+    running = [pod({"nvidia.com/gpu": 6}, nodeName="g-0").pod, pod({"nvidia.com/gpu": 4}, nodeName="g-0").pod]
+    view = node_view(node("g-0", alloc={"nvidia.com/gpu": 8}), running=running)
+    assert filter_reasons(pod({"nvidia.com/gpu": 1}), view) == [
+        "needs 1 nvidia.com/gpu, node has 0 free (10 used by running pods)"]
 
 
 def test_node_name_binds_the_pod() -> None:
