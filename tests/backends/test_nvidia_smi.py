@@ -439,3 +439,15 @@ def test_every_row_of_the_message_table_cites_its_driver_range_and_source() -> N
     assert len({r.key for r in ROWS}) == len(ROWS)
     assert all(r.drivers and r.source and r.exits for r in ROWS)
     assert [r.drivers for r in ROWS if r.key == "not-supported-in-scope"] == ["R535 and later"]
+
+
+def test_the_exit_code_breaks_a_tie_between_two_messages_that_name_no_gpu() -> None:
+    # nvidia-smi exits 0 with a "not supported" warning (and 3 when the operation is unavailable),
+    # 4 for permissions (nvidia-smi(1), RETURN VALUE): the row whose exit codes hold the tool's wins
+    from joulectl.backends import nvidia_messages
+
+    text = "Insufficient Permissions\nSetting applications clocks is not supported\n"
+    bus_id = "00000000:10:00.0"
+    assert nvidia_messages.decide(text, 0, [bus_id])[bus_id].status is Status.UNSUPPORTED  # type: ignore[union-attr]
+    assert nvidia_messages.decide(text, 3, [bus_id])[bus_id].status is Status.UNSUPPORTED  # type: ignore[union-attr]
+    assert nvidia_messages.decide(text, 4, [bus_id])[bus_id].status is Status.REFUSED  # type: ignore[union-attr]
