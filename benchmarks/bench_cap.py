@@ -194,6 +194,7 @@ def main() -> None:
     import shutil
 
     shutil.rmtree(PYCACHE, ignore_errors=True)
+    shutil.rmtree(PYCACHE + "-baseline", ignore_errors=True)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
