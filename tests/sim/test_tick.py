@@ -497,3 +497,30 @@ def test_the_sclk_mask_bounds_the_clock_in_manual_only(tmp_path: Path) -> None:
     tick(rt, 3)
     assert rt.ledger.state["c.gpu0"] == 1.0
 
+
+
+@pytest.mark.parametrize(("temp_c", "power_w"), [
+    (None, 281.1),      # cool: idle 30 W + a dynamic 251.1 W at full load
+    (87.0, 223.669),    # half way from 82 to 92 °C: the clock x (1 - 0.35 x 0.5), 30 + 251.1 x 0.825^1.35
+    (92.0, 170.372),    # full throttle: the clock x 0.65, 30 + 251.1 x 0.65^1.35
+])
+def test_a_hot_gpu_throttles_its_clock(tmp_path: Path, temp_c: float | None, power_w: float) -> None:
+    node = build_node(tmp_path, intel_gpu=True)
+    (node / INTEL_GPU / "hwmon" / "hwmon5" / "power1_max").write_text("0\n")  # no limit in force
+    rt = runtime(node, _Profile(gpus={"vendor": "intel"}))
+    if temp_c is not None:
+        rt.ledger.state["T.gpu0"] = temp_c
+    tick(rt, 1)
+    assert rt.ledger.state["P.gpu0"] == pytest.approx(power_w, abs=0.001)
+
+
+def test_powersave_with_the_power_epp_runs_slower_and_saves_c_state_power(tmp_path: Path) -> None:
+    # powersave under EPP "power": the package runs at 0.7 of its top clock (EPP_FREQ, an
+    # assumption of the emulator), throttled, so at 10 % load the C-state saving applies:
+    # (60 + 210 x 0.1^1.15 x 0.7^1.35) x 0.75 = 51.889 W (performance would draw 74.867 W)
+    node = build_node(tmp_path)
+    for i in range(4):
+        (node / POLICY.format(i) / "energy_performance_preference").write_text("power\n")
+    rt = runtime(node, load=LIGHT)
+    tick(rt, 1)
+    assert rt.ledger.state["P.pkg0"] == pytest.approx(51.889, abs=0.001)
