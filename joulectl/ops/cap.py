@@ -38,7 +38,6 @@ from joulectl.errors import (
     RefusedError,
 )
 from joulectl.models import (
-    CPU_PRESETS,
     GPU_PRESETS,
     OK_STATUSES,
     DeviceResult,
@@ -994,12 +993,3 @@ def _cpu_zones(inv: NodeInventory, both: bool, report: CapReport) -> list[Powerc
         report.warnings.append(msg + ": capping the GPUs only")
         return []
     raise NoDeviceError(msg, hint="CPU power caps need the intel-rapl powercap driver")
-
-
-def governor_side(preset: str) -> str:
-    """``gpu`` or ``cpu``: where a governor preset belongs."""
-    if preset in GPU_PRESETS:
-        return "gpu"
-    if preset in CPU_PRESETS:
-        return "cpu"
-    raise ValueError(preset)
