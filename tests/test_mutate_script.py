@@ -6,6 +6,7 @@ import ast
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,16 +77,22 @@ os._exit(0)
 '''
 
 
+def _tracer_files(tmp_path: Path, mutate: Any) -> tuple[Path, Path]:
+    """The map tracer's hook module and the directory its processes report to."""
+    hook = tmp_path / "hook.py"
+    hook.write_text(mutate.HOOK)
+    out = tmp_path / "out"
+    out.mkdir()
+    return hook, out
+
+
 def test_the_map_tracer_reports_the_lines_each_process_runs(tmp_path: Path) -> None:
     # f(5) in a thread runs line 10, f(1) line 11; never() is defined (line 14) but line 15 never
     # runs; the module's own lines run; a process ended by os._exit has told already
     import subprocess
 
     mutate = _module()
-    hook = tmp_path / "hook.py"
-    hook.write_text(mutate.HOOK)
-    out = tmp_path / "out"
-    out.mkdir()
+    hook, out = _tracer_files(tmp_path, mutate)
     mod = tmp_path / "m.py"
     mod.write_bytes(mutate.instrumented(TRACED.encode(), str(hook), str(out), "m"))
     assert mod.read_text().splitlines()[1].startswith("from __future__ import annotations; exec(")
@@ -108,10 +115,7 @@ def test_two_instrumented_modules_in_one_process_are_both_traced(tmp_path: Path)
     import subprocess
 
     mutate = _module()
-    hook = tmp_path / "hook.py"
-    hook.write_text(mutate.HOOK)
-    out = tmp_path / "out"
-    out.mkdir()
+    hook, out = _tracer_files(tmp_path, mutate)
     a = b'from __future__ import annotations\n\n\ndef fa(x: int) -> int:\n    return x + 1\n'
     b = b'from __future__ import annotations\n\n\ndef fb(x: int) -> int:\n    return x - 1\n'
     (tmp_path / "ma.py").write_bytes(mutate.instrumented(a, str(hook), str(out), "ma"))

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -324,13 +325,18 @@ def test_idle_load_draws_less(tmp_path: Path) -> None:
     assert os.path.exists(lg.ledger_path(str(tmp_path / "n2")))
 
 
-def test_restart_reads_only_files_that_moved_since_the_last_run(tmp_path: Path) -> None:
+def _saved_cache(tmp_path: Path) -> tuple[Path, NodeRuntime, Path, Any]:
+    """A node ticked once and stopped cleanly: (node, its runtime, its start-up cache, the cache's document)."""
     node = build_node(tmp_path)
     rt = runtime(node)
     tick(rt, 1)
     rt.save_cache()
     cache = node / "state" / "tick-cache.json"
-    doc = json.loads(cache.read_text())
+    return node, rt, cache, json.loads(cache.read_text())
+
+
+def test_restart_reads_only_files_that_moved_since_the_last_run(tmp_path: Path) -> None:
+    node, rt, cache, doc = _saved_cache(tmp_path)
     gov0 = f"{POLICY.format(0)}/scaling_governor"
     gov1 = f"{POLICY.format(1)}/scaling_governor"
     rels = [w.rel for w in rt.model.writables]
@@ -350,12 +356,7 @@ def test_restart_reads_only_files_that_moved_since_the_last_run(tmp_path: Path) 
 
 
 def test_start_up_cache_of_another_layout_is_not_used(tmp_path: Path) -> None:
-    node = build_node(tmp_path)
-    rt = runtime(node)
-    tick(rt, 1)
-    rt.save_cache()
-    cache = node / "state" / "tick-cache.json"
-    doc = json.loads(cache.read_text())
+    node, _rt, cache, doc = _saved_cache(tmp_path)
     doc["w"][0] = "1\n"
     doc["f"] = "another-layout"
     cache.write_text(json.dumps(doc))
@@ -451,12 +452,7 @@ def test_a_start_up_cache_with_a_wrong_type_is_not_used(tmp_path: Path, field: s
                                                         bad: object) -> None:
     # the lists keep their lengths, one element has the wrong type: the whole cache is set aside
     # and the tree is read again (the marker value "1\n" in the cache is not taken)
-    node = build_node(tmp_path)
-    rt = runtime(node)
-    tick(rt, 1)
-    rt.save_cache()
-    cache = node / "state" / "tick-cache.json"
-    doc = json.loads(cache.read_text())
+    node, _rt, cache, doc = _saved_cache(tmp_path)
     doc["w"][1] = "1\n"
     if field and index is None:
         doc[field] = bad

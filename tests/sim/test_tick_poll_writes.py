@@ -59,18 +59,23 @@ def _replaced_same_size(path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _polled_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Path, list[Any]]:
+    """SPEC's node rendered under ``tmp_path/root`` with the polled readback: (spec, root, entries)."""
+    monkeypatch.setenv("SIM_READBACK", "poll")
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    spec = load_spec(str(tmp_path / "spec.yaml"))
+    root = tmp_path / "root"
+    runtime._ensure_trees(spec, str(root))
+    return spec, root, runtime.build_entries(spec, str(root))
+
+
 @pytest.mark.parametrize(("write", "expected"), [
     (_same_size, 150.0), (_other_size, 95.0), (_replaced, 200.0),
     (_keep_mtime(_other_size), 95.0), (_keep_mtime(_replaced_same_size), 210.0),
 ])
 def test_polled_readback_sees_the_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: Any,
                                         expected: float) -> None:
-    monkeypatch.setenv("SIM_READBACK", "poll")
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    spec = load_spec(str(tmp_path / "spec.yaml"))
-    root = tmp_path / "root"
-    runtime._ensure_trees(spec, str(root))
-    entries = runtime.build_entries(spec, str(root))
+    spec, root, entries = _polled_node(tmp_path, monkeypatch)
     caps: list[dict[str, float | None]] = []
 
     def progress(done: int, total: int | None, samples: list[Any]) -> None:
@@ -89,12 +94,7 @@ def test_polled_readback_sees_the_write(tmp_path: Path, monkeypatch: pytest.Monk
 def test_a_refused_write_puts_back_the_value_before_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``turbo`` is no governor (cpufreq answers EINVAL): the file reads what was in force before
     the write, ``performance`` (set by an earlier write), not the profile's ``powersave``."""
-    monkeypatch.setenv("SIM_READBACK", "poll")
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    spec = load_spec(str(tmp_path / "spec.yaml"))
-    root = tmp_path / "root"
-    runtime._ensure_trees(spec, str(root))
-    entries = runtime.build_entries(spec, str(root))
+    spec, root, entries = _polled_node(tmp_path, monkeypatch)
     gov = root / "intel-0/sys/devices/system/cpu/cpufreq/policy3/scaling_governor"
     seen: list[str] = []
 
