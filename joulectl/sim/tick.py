@@ -290,11 +290,19 @@ def write_in_place(path: str, text: str) -> tuple[int, int, int] | None:
 def write_counter(path: str, text: str, old_len: int) -> bool:
     """:func:`write_in_place` for a counter the emulator alone writes: no signature taken, and no
     ``ftruncate`` when the new text is not shorter than the ``old_len`` bytes it replaces."""
-    data = text.encode("utf-8")
     try:
         fd = os.open(path, os.O_WRONLY)
     except OSError:
         return write_in_place(path, text) is not None
+    try:
+        return _overwrite(fd, text.encode("utf-8"), old_len)
+    finally:
+        os.close(fd)
+
+
+def _overwrite(fd: int, data: bytes, old_len: int) -> bool:
+    """``data`` over the file's first bytes, cut to its length only when the text it replaces
+    (``old_len`` bytes) was longer; False when the write fails."""
     try:
         n = os.pwrite(fd, data, 0)
         if n < old_len:
@@ -302,8 +310,6 @@ def write_counter(path: str, text: str, old_len: int) -> bool:
         return True
     except OSError:
         return False
-    finally:
-        os.close(fd)
 
 
 def write_kept(c: CounterFile, text: str) -> bool:
@@ -317,14 +323,7 @@ def write_kept(c: CounterFile, text: str) -> bool:
             c.keep = False
             return write_counter(c.path, text, len(c.text))
         fd = c.fd = opened
-    data = text.encode("utf-8")
-    try:
-        n = os.pwrite(fd, data, 0)
-        if n < len(c.text):
-            os.ftruncate(fd, n)
-        return True
-    except OSError:
-        return False
+    return _overwrite(fd, text.encode("utf-8"), len(c.text))
 
 
 #: Descriptors left for everything else a process of the run opens (telemetry files, HTTP clients,
