@@ -107,7 +107,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     base = tmp_path_factory.mktemp("fuse")
     spec = base / "spec.yaml"
     spec.write_text(SPEC)
-    s = start(base / "root", spec, nodes=("intel-0", "flex-0", "w7900-0", "h100-0"))
+    nodes = ("intel-0", "flex-0", "w7900-0", "h100-0")
+    s = start(base / "root", spec, nodes=nodes)
+    # Served is not yet ticked: a node's ledger is written by its first tick, and tests that read
+    # the ledger (or wait for the next tick) must not run before it. Bounded by the run's own
+    # liveness, not by a time: a run that exits fails the fixture at once.
+    while not all((s.root / n / "state/ledger.json").exists() for n in nodes):
+        if s.proc.poll() is not None:
+            _out, err = s.proc.communicate()
+            pytest.fail(f"simulate run --fuse exited {s.proc.returncode} before its first tick: {err.strip()}")
+        time.sleep(0.05)
     try:
         yield s
     finally:
