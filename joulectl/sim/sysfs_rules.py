@@ -130,13 +130,16 @@ class Context:
     ``governor``: the policy's governor (the EPP ``EBUSY`` rule); ``turbo``: False while
     ``no_turbo=1`` or ``boost=0`` (the cpufreq maximum then stops at the non-turbo maximum);
     ``other_khz``: the policy's other limit (``scaling_max_freq`` for a minimum), or None;
-    ``other_mhz``: an Intel GT's other frequency bound in force (the maximum for a minimum).
+    ``other_mhz``: an Intel GT's other frequency bound in force (the maximum for a minimum);
+    ``perf_level``: the GPU's ``power_dpm_force_performance_level`` (a ``pp_dpm_*`` level mask
+    is taken in ``manual`` only), or None when unknown.
     """
 
     governor: str | None = None
     turbo: bool = True
     other_khz: int | None = None
     other_mhz: int | None = None
+    perf_level: str | None = None
 
 
 @dataclass(frozen=True)
@@ -346,11 +349,16 @@ def sclk_mask(s: str) -> list[int] | None:
     return levels
 
 
-def _sclk(r: Rule, s: str) -> Verdict:
+def _sclk(r: Rule, s: str, ctx: Context) -> Verdict:
+    """amdgpu ``amdgpu_set_pp_dpm_clock``: the mask is parsed first (``amdgpu_read_mask``), then
+    ``smu_force_ppclk_levels`` refuses it unless the level is ``manual`` ("force clock level is
+    for dpm manual mode only", ``-EINVAL``) and the ASIC refuses an index past its table."""
     mask = sclk_mask(s)
     n = len(r.allowed) or 32
     if not mask:
         return _refuse(errno_mod.EINVAL, "no clock level")
+    if ctx.perf_level is not None and ctx.perf_level != "manual":
+        return _refuse(errno_mod.EINVAL, "force clock level is for dpm manual mode only")
     if any(i >= n for i in mask):
         return _refuse(errno_mod.EINVAL, "clock level specified is over max allowed")
     return Verdict(" ".join(str(i) for i in sorted(set(mask))))
@@ -410,7 +418,7 @@ def apply(kind: str, rule: Rule, data: bytes | str, ctx: Context | None = None) 
     if kind == "amd_perf_level":
         return _perf_level(r, s)
     if kind == "amd_sclk":
-        return _sclk(r, s)
+        return _sclk(r, s, ctx)
     if kind in ("intel_gt_min", "intel_gt_max"):
         return _intel_gt(kind, r, s, ctx)
     return Verdict(s)

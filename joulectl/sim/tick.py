@@ -401,6 +401,8 @@ def context(rt: NodeRuntime | None, w: Writable) -> Context:
             hi = rt.value(w.component, "cpufreq_max")
             other = _uint(hi, -1) if hi is not None else None
             other = other if other is not None and other >= 0 else None
+    if w.kind == "amd_sclk":
+        return Context(perf_level=rt.value(w.component, "amd_perf_level"))
     if w.kind in ("intel_gt_min", "intel_gt_max"):
         bound = rt.value(w.component, "intel_gt_max" if w.kind == "intel_gt_min" else "intel_gt_min")
         mhz = _uint(bound, -1) if bound is not None else -1

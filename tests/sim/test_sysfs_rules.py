@@ -77,6 +77,26 @@ def test_store(kind: str, rule: sr.Rule, store: bytes, text: str | None, err: in
     assert verdict.errno == err
 
 
+@pytest.mark.parametrize(
+    ("level", "store", "text", "note"),
+    [
+        # amdgpu_smu.c smu_force_ppclk_levels: "force clock level is for dpm manual mode only"
+        ("manual", b"0 1\n", "0 1", ""),
+        ("auto", b"0 1\n", None, "force clock level is for dpm manual mode only"),
+        ("profile_peak", b"2", None, "force clock level is for dpm manual mode only"),
+        ("high", b"0", None, "force clock level is for dpm manual mode only"),
+        # amdgpu_read_mask parses before the level is looked at: a bad mask is refused as such
+        ("auto", b"x", None, "no clock level"),
+        ("manual", b"0 3", None, "clock level specified is over max allowed"),
+        (None, b"0 1", "0 1", ""),  # level unknown (no power_dpm_force_performance_level): taken
+    ],
+)
+def test_an_sclk_mask_is_taken_in_manual_only(level: str | None, store: bytes, text: str | None, note: str) -> None:
+    verdict = sr.apply("amd_sclk", SCLK, store, sr.Context(perf_level=level))
+    assert (verdict.text, verdict.note) == (text, note)
+    assert verdict.errno == (0 if text is not None else errno.EINVAL)
+
+
 def test_epp_busy_under_performance_policy() -> None:
     rule = sr.Rule(allowed=sr.EPP_STRINGS)
     ctx = sr.Context(governor="performance")

@@ -93,6 +93,25 @@ def test_sclk_mask_written_while_down_reads_the_table_again(tmp_path: Path) -> N
     assert event["attributes"]["errno"] == errno.EINVAL  # type: ignore[index]
 
 
+def test_an_sclk_mask_written_under_auto_is_refused_and_the_table_stays(tmp_path: Path) -> None:
+    # amdgpu takes a pp_dpm_sclk mask in manual only (smu_force_ppclk_levels: -EINVAL otherwise)
+    spec, root = _render(tmp_path, "amd-instinct-mi300x-8gpu")
+    dev = root / "n-0" / "sys/bus/pci/devices/0000:0c:00.0"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    (dev / "pp_dpm_sclk").write_text("0 1")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (dev / "pp_dpm_sclk").read_text() == "0: 500Mhz\n1: 1300Mhz\n2: 2100Mhz *\n"
+    [event] = [e for e in _events(root) if e["name"] == "joulie.sim.write.rejected"]
+    assert event["attributes"] == {"file": "/sys/devices/pci0000:0c/0000:0c:00.0/pp_dpm_sclk", "kind": "amd_sclk",
+                                   "value": "0 1", "error.type": "einval", "errno": errno.EINVAL,
+                                   "reason": "force clock level is for dpm manual mode only"}
+    # manual and the mask written between the same two ticks: the level is taken first
+    (dev / "power_dpm_force_performance_level").write_text("manual\n")
+    (dev / "pp_dpm_sclk").write_text("0 1")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (dev / "pp_dpm_sclk").read_text() == "0: 500Mhz\n1: 1300Mhz *\n2: 2100Mhz\n"
+
+
 def test_cpuinfo_max_freq_follows_turbo_at_run_time(tmp_path: Path) -> None:
     spec, root = _render(tmp_path, "intel-xeon-2s-rapl")
     node = root / "n-0"

@@ -88,6 +88,10 @@ def test_amd_pinned_cap_and_sclk_mask_are_answered_at_the_write(served: Served) 
     cap = next((device / "hwmon").iterdir()) / "power1_cap"
     assert _errno_of_write(cap, b"200000000\n") == errno.EINVAL  # the W7900's cap is pinned at 241 W
     assert cap.read_text() == "241000000\n"
+    # under auto the driver refuses a level mask (smu_force_ppclk_levels) and the table stays
+    assert (device / "power_dpm_force_performance_level").read_text() == "auto\n"
+    assert _errno_of_write(device / "pp_dpm_sclk", b"0\n") == errno.EINVAL
+    assert (device / "pp_dpm_sclk").read_text() == "0: 500Mhz\n1: 1900Mhz\n2: 2495Mhz *\n"
     r = joulectl("--root", str(served.node("w7900-0")), "governor", "set", "efficient", "--gpu", "-o", "json")
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(r.stdout)["results"]
