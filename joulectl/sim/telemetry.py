@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -174,6 +176,30 @@ def _prom_labels(labels: dict[str, str]) -> str:
     return ",".join(f'{k}="{_label(v)}"' for k, v in labels.items() if v)
 
 
+#: node -> its Prometheus series' prefixes and what they were made from (see _prom_shape).
+_PROM_SHAPES: dict[str, tuple[Any, ...]] = {}
+
+
+def _prom_shape(s: Sample, ids: dict[str, dict[str, str]] | None) -> tuple[Any, ...]:
+    """The text before the value of each of a node's series, in :func:`prometheus`' order, keyed
+    by the node's energy and GPU components (in the sample's order) and its identity labels."""
+    n = _label(s.node)
+    gids = ids or {}
+    energy = [(cid, "hw_energy_joules_total{"
+               + _prom_labels({"node": s.node, "hw_id": cid, "hw_type": hw_type, **gids.get(cid, {})}) + "} ")
+              for cid, (hw_type, _j) in sorted(s.energy_j.items()) if cid not in ("host", "psys")]
+    psys = f'joulie_sim_rapl_psys_energy_joules_total{{node="{n}"}} ' if "psys" in s.energy_j else ""
+    power = [(cid, "hw_power_watts{" + _prom_labels({"node": s.node, "hw_id": cid, "hw_type": "gpu",
+                                                     **gids.get(cid, {})}) + "} ")
+             for cid in sorted(s.gpu_power_w)]
+    shape = (tuple(s.energy_j), tuple(s.gpu_power_w), ids, f'joulie_sim_node_power_watts{{node="{n}"}} ',
+             f'hw_host_energy_joules_total{{node="{n}"}} ', energy, psys, power)
+    if len(_PROM_SHAPES) >= 100_000:
+        _PROM_SHAPES.clear()
+    _PROM_SHAPES[s.node] = shape
+    return shape
+
+
 def prometheus(samples: Sequence[Sample], fac: Facility | None, *, tick_seconds: float = 0.0,
                overruns: int = 0, gpu_ids: dict[str, GpuIds] | None = None) -> str:
     """The Prometheus text exposition of one tick.
@@ -182,23 +208,30 @@ def prometheus(samples: Sequence[Sample], fac: Facility | None, *, tick_seconds:
     ``hw_id``, so ``on(pci_bus_id)`` or ``on(UUID)`` joins them with DCGM_FI_* series.
     """
     ids_by_node = gpu_ids or {}
-    host, energy, power, node_power, psys = [], [], [], [], []
+    host: list[str] = []
+    energy: list[str] = []
+    power: list[str] = []
+    node_power: list[str] = []
+    psys: list[str] = []
+    hosts, energies, powers, psyss = host.append, energy.append, power.append, psys.append
     for s in samples:
-        n = _label(s.node)
-        node_power.append(f'joulie_sim_node_power_watts{{node="{n}"}} {s.power_w:.2f}')
+        ids = ids_by_node.get(s.node)
+        ej = s.energy_j
+        # A node's series names and labels are the same every tick: made once per shape.
+        shape = _PROM_SHAPES.get(s.node)
+        if shape is None or shape[0] != tuple(ej) or shape[1] != tuple(s.gpu_power_w) or shape[2] is not ids:
+            shape = _prom_shape(s, ids)
+        node_power.append(f"{shape[3]}{s.power_w:.2f}")
         if s.virtual:
             continue
-        ids = ids_by_node.get(s.node, {})
-        host.append(f'hw_host_energy_joules_total{{node="{n}"}} {s.energy_j.get("host", ("", 0.0))[1]:.6f}')
-        for cid, (hw_type, j) in sorted(s.energy_j.items()):
-            if cid == "psys":
-                psys.append(f'joulie_sim_rapl_psys_energy_joules_total{{node="{n}"}} {j:.6f}')
-            elif cid != "host":
-                lab = _prom_labels({"node": s.node, "hw_id": cid, "hw_type": hw_type, **ids.get(cid, {})})
-                energy.append(f"hw_energy_joules_total{{{lab}}} {j:.6f}")
-        for cid, w in sorted(s.gpu_power_w.items()):
-            lab = _prom_labels({"node": s.node, "hw_id": cid, "hw_type": "gpu", **ids.get(cid, {})})
-            power.append(f"hw_power_watts{{{lab}}} {w:.3f}")
+        hosts(f"{shape[4]}{ej['host'][1] if 'host' in ej else 0.0:.6f}")
+        for cid, pre in shape[5]:
+            energies(f"{pre}{ej[cid][1]:.6f}")
+        if shape[6]:
+            psyss(f"{shape[6]}{ej['psys'][1]:.6f}")
+        gp = s.gpu_power_w
+        for cid, pre in shape[7]:
+            powers(f"{pre}{gp[cid]:.3f}")
     d = DESCRIPTIONS
     out = [
         f"# HELP hw_host_energy_joules_total {d['hw.host.energy']}",
@@ -246,8 +279,6 @@ def write_atomic(path: str, text: str) -> None:
 
 
 _START, _NOW, _VALUE = "\x01start\x01", "\x01now\x01", "\x01value\x01"
-#: (node, profile, energy parts, GPUs) -> the node's OTLP line cut at its values (see otlp_line).
-_SHAPES: dict[tuple[Any, ...], list[str]] = {}
 
 
 def _num(value: float) -> str:
@@ -259,44 +290,71 @@ def _num(value: float) -> str:
 def otlp_line(sample: Sample, start_s: float, profile: str = "", gpu_ids: GpuIds | None = None) -> str | None:
     """:func:`otlp_node` as one compact JSON line (the same text as ``json.dumps`` of it).
 
-    A node's request has the same shape every tick: it is encoded once, with placeholders, and
-    each tick fills in the times and values (encoding was most of the telemetry's cost per tick).
+    A node's request has the same shape every tick: it is encoded once, as a ``%`` template with a
+    slot for every time and value, and each tick fills it in (encoding was most of the telemetry's
+    cost per tick). The template is kept per node, with the components (in the sample's order),
+    profile and identity labels it was made for; a sample that differs in any gets a new one.
     """
     if sample.virtual:
         return None
+    ej = sample.energy_j
+    gp = sample.gpu_power_w
+    fast = _OTLP_FAST.get(sample.node)
+    if fast is None or fast[0] != tuple(ej) or fast[1] != tuple(gp) or fast[2] != profile or fast[3] is not gpu_ids:
+        fast = _otlp_template(sample, profile, gpu_ids)
+    template, pick, parts, gpus, has_psys = fast[4:]
+    values = [_ns(start_s), _ns(sample.time_s), _num(ej["host"][1] if "host" in ej else 0.0)]
+    values += [_num(ej[cid][1]) for cid in parts]
+    values += [_num(gp[g]) for g in gpus]
+    if has_psys:
+        values.append(_num(ej["psys"][1]))
+    line: str = template % pick(values)
+    return line
+
+
+#: node -> (energy components, GPUs, profile, identity labels, template, slot picker, parts, GPUs
+#: sorted, psys): see :func:`otlp_line`.
+_OTLP_FAST: dict[str, tuple[Any, ...]] = {}
+_SLOT = re.compile("\x01(start|now|value)\x01")
+
+
+def _otlp_template(sample: Sample, profile: str, gpu_ids: GpuIds | None) -> tuple[Any, ...]:
     parts = tuple((cid, hw_type) for cid, (hw_type, _j) in sorted(sample.energy_j.items())
                   if cid not in ("host", "psys"))
     gpus = tuple(sorted(sample.gpu_power_w))
-    ids_key = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in (gpu_ids or {}).items()))
     has_psys = "psys" in sample.energy_j
-    key = (sample.node, profile, parts, gpus, "host" in sample.energy_j, has_psys, ids_key)
-    shape = _SHAPES.get(key)
-    if shape is None:
-        # The request with placeholders in every value slot, in the order otlp_node emits them.
-        energy = {cid: (t, 0.0) for cid, t in parts} | ({"host": ("host", 0.0)} if key[4] else {})
-        if has_psys:
-            energy["psys"] = ("host", 0.0)
-        holder = Sample(sample.node, 0.0, 0.0, 0.0, 0.0, energy, {g: 0.0 for g in gpus}, {}, {}, sample.virtual)
-        doc = otlp_node(holder, 0.0, profile, gpu_ids)
-        assert doc is not None
-        text = json.dumps(_placeholders(doc), separators=(",", ":"))
-        enc = json.dumps
-        text = text.replace(enc(_START), f'"{_START}"').replace(enc(_NOW), f'"{_NOW}"')
-        shape = text.split(enc(_VALUE))
-        if len(_SHAPES) >= 100_000:
-            _SHAPES.clear()
-        _SHAPES[key] = shape
-    chunks = shape
-    values = [sample.energy_j.get("host", ("host", 0.0))[1]]
-    values += [sample.energy_j[cid][1] for cid, _t in parts]
-    values += [sample.gpu_power_w[g] for g in gpus]
+    # The request with placeholders in every time and value slot, in the order otlp_node emits them.
+    energy = {cid: (t, 0.0) for cid, t in parts} | ({"host": ("host", 0.0)} if "host" in sample.energy_j else {})
     if has_psys:
-        values.append(sample.energy_j["psys"][1])
-    out = [chunks[0]]
-    for value, chunk in zip(values, chunks[1:], strict=True):
-        out.append(_num(value))
-        out.append(chunk)
-    return "".join(out).replace(_START, _ns(start_s)).replace(_NOW, _ns(sample.time_s))
+        energy["psys"] = ("host", 0.0)
+    holder = Sample(sample.node, 0.0, 0.0, 0.0, 0.0, energy, {g: 0.0 for g in gpus}, {}, {}, sample.virtual)
+    doc = otlp_node(holder, 0.0, profile, gpu_ids)
+    assert doc is not None
+    text = json.dumps(_placeholders(doc), separators=(",", ":")).replace("%", "%%")
+    enc = json.dumps
+    for mark in (_START, _NOW, _VALUE):
+        text = text.replace(enc(mark), mark if mark == _VALUE else f'"{mark}"')
+    # values of a tick: [start, now, value 0, value 1, ...]; a slot takes one of them
+    slots: list[int] = []
+    counter = [2]
+
+    def slot(m: re.Match[str]) -> str:
+        kind = m.group(1)
+        if kind == "value":
+            slots.append(counter[0])
+            counter[0] += 1
+        else:
+            slots.append(0 if kind == "start" else 1)
+        return "%s"
+
+    template = _SLOT.sub(slot, text)
+    fast = (tuple(sample.energy_j), tuple(sample.gpu_power_w), profile, gpu_ids, template,
+            operator.itemgetter(*slots) if len(slots) > 1 else (lambda v: (v[slots[0]],)),
+            tuple(cid for cid, _t in parts), gpus, has_psys)
+    if len(_OTLP_FAST) >= 100_000:
+        _OTLP_FAST.clear()
+    _OTLP_FAST[sample.node] = fast
+    return fast
 
 
 def _placeholders(doc: Any) -> Any:

@@ -160,3 +160,29 @@ def test_otlp_line_is_the_json_of_the_request(virtual: bool) -> None:
             assert doc is None and line is None
         else:
             assert line == json.dumps(doc, separators=(",", ":"))
+
+
+def test_cached_templates_follow_a_changed_node() -> None:
+    """A node's cached OTLP and Prometheus templates are remade when its components, profile or
+    identity labels change; a ``%`` in a name or label is text, not a format slot."""
+    ids = {"gpu0": {"gpu": "0", "pci_bus_id": "00000000:18:00.0", "model": "A 100% GPU"}}
+    steps: list[tuple[dict[str, tuple[str, float]], dict[str, float], str, Any]] = [
+        ({"host": ("host", 1.5), "pkg0": ("cpu", 0.25)}, {}, "p", None),
+        ({"host": ("host", 2.5), "pkg0": ("cpu", 0.5), "gpu0": ("gpu", 1.0)}, {"gpu0": 90.5}, "p", ids),
+        ({"host": ("host", 3.5), "pkg0": ("cpu", 0.75), "gpu0": ("gpu", 2.0)}, {"gpu0": 91.5}, "q%s", ids),
+        ({"host": ("host", 4.5), "pkg0": ("cpu", 1.0)}, {}, "q%s", None),
+    ]
+    for k, (energy, gpus, profile, gids) in enumerate(steps):
+        s = Sample("n%d-%s", 100.0 + k, 10.0 + k, 10.0, 0.0, energy, gpus, {}, {}, start_s=99.0)
+        line = telemetry.otlp_line(s, 99.0, profile, gids)
+        assert line == json.dumps(telemetry.otlp_node(s, 99.0, profile, gids), separators=(",", ":"))
+        prom = telemetry.prometheus([s], None, gpu_ids={"n%d-%s": gids} if gids else None)
+        assert f'joulie_sim_node_power_watts{{node="n%d-%s"}} {10.0 + k:.2f}\n' in prom
+        assert f'hw_host_energy_joules_total{{node="n%d-%s"}} {energy["host"][1]:.6f}\n' in prom
+        assert f'hw_energy_joules_total{{node="n%d-%s",hw_id="pkg0",hw_type="cpu"}} {energy["pkg0"][1]:.6f}\n' in prom
+        gpu_lines = [x for x in prom.splitlines() if x.startswith("hw_power_watts{")]
+        if gpus:
+            assert gpu_lines == [f'hw_power_watts{{node="n%d-%s",hw_id="gpu0",hw_type="gpu",gpu="0",'
+                                 f'pci_bus_id="00000000:18:00.0",model="A 100% GPU"}} {gpus["gpu0"]:.3f}']
+        else:
+            assert gpu_lines == []
