@@ -3,29 +3,29 @@
 Method:
 
 - Renders ``--nodes`` (default 1000) nodes, 80 % ``intel-xeon-2s-rapl`` and 20 %
-  ``nvidia-h100-sxm-8gpu``, into ``--root`` (default: a directory under /dev/shm when it exists,
-  else TMPDIR), then runs the tick loop in real time (1 s ticks, one worker) with
-  ``--listen 127.0.0.1:0`` in this process, as ``simulate run --listen`` does.
+  ``nvidia-h100-sxm-8gpu``, into ``--root`` (default: a new directory under /tmp, which is on
+  disk; give ``--root`` of a kept tree to resume it instead of rendering, ~10 minutes for 1,000
+  nodes), then runs the tick loop in real time (1 s ticks, one worker) in a thread of this
+  process with ``--listen 127.0.0.1:0``, as ``simulate run --listen`` does: the HTTP server runs
+  in its own process (``joulectl.sim.serve.child``), fed one encoded snapshot per tick.
 - ``/metrics``: after a tick, ``--requests`` (default 50) sequential GET requests over one
   keep-alive connection, each timed from sending the request to the last byte read; reported: the
   first request after a tick (it encodes the tick's page), the median and the 95th percentile, and
   the page size. Done for the Prometheus text and for OpenMetrics.
-- ``/telemetry/<node>`` under load: a second process sends ``--rate`` (default 200) requests per
-  second to random nodes over 4 keep-alive connections for ``--seconds`` (default 20) while the
-  tick loop runs; reported: requests answered, the achieved rate, latency median and p99, the
-  run's tick overruns (a tick longer than its 1 s interval) and median tick.
-- Tick intervals (wall time between the ends of two ticks; 1 s when the loop keeps its 1 s tick)
-  are reported for a quiet phase of ``--seconds``/2 without HTTP requests and for the load phase,
-  so the cost of serving is the difference of the two on the same machine at the same time.
-- CPU seconds per wall second of the quiet and the load phase: the whole process, the tick loop's
-  thread (the tick and the snapshot it publishes) and the rest (the HTTP server's threads). The
-  tick and the server share one interpreter lock, so the loop keeps its 1 s tick while the two
-  together stay under one CPU second per second; this holds on any machine with a core free for
-  the process, which the wall-time figures of a loaded machine cannot show.
-- The load average before each case is printed (the machine is shared).
+- Then ``--rounds`` (default 2) rounds of a quiet phase (no HTTP requests) and a load phase, each
+  ``--seconds`` (default 30) long: in the load phase a second process sends ``--rate`` (default
+  200) requests per second to random nodes' ``/telemetry/<node>`` over 4 keep-alive connections.
+  Interleaving the phases puts both under the same share of a loaded machine.
+- Reported per kind of phase (all its rounds together): tick intervals (wall time between the
+  ends of two ticks; 1 s when the loop keeps its 1 s tick) and how many are late (> 1.1 s); the
+  tick loop thread's CPU seconds per tick (from one tick's end to the next); CPU seconds per wall
+  second of the tick loop's thread, of the rest of the tick process (the snapshot writer thread,
+  the benchmark's waiting main thread) and of the server process; for the load phase the requests
+  answered, the achieved rate and the latency median and p99.
+- The load average is printed with each figure (the machine may be shared).
 
 Usage: ``python benchmarks/bench_sim_serve.py [--nodes N] [--root DIR] [--requests R] [--rate Q]
-[--seconds S] [--keep]``.
+[--seconds S] [--rounds K] [--keep]``.
 """
 
 from __future__ import annotations
@@ -62,28 +62,32 @@ def _load() -> str:
         return " ".join(fh.read().split()[:3])
 
 
-def _thread_cpu(native_id: int | None) -> float:
-    """CPU seconds (user + system) of one thread of this process, from /proc."""
-    if native_id is None:
+def _stat_cpu(path: str) -> float:
+    """CPU seconds (user + system) from a /proc stat file (of a process or of one thread)."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+    except FileNotFoundError:
         return 0.0
-    with open(f"/proc/self/task/{native_id}/stat", encoding="ascii") as fh:
-        fields = fh.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class _Cpu:
-    """CPU seconds of a phase: the whole process, the tick loop's thread, and the rest (the HTTP
-    server's threads: the tick loop runs on_tick, so the snapshot build counts as the tick's)."""
+    """CPU seconds of a phase: the tick loop's thread, the rest of this process (the snapshot
+    writer; the tick loop runs on_tick, so building and encoding the snapshot count as the
+    tick's), and the server process."""
 
-    def __init__(self, tick_thread: threading.Thread) -> None:
-        self.tid = tick_thread.native_id
-        self.t0, self.p0, self.k0 = time.monotonic(), time.process_time(), _thread_cpu(self.tid)
+    def __init__(self, tick_thread: threading.Thread, server_pid: int | None) -> None:
+        self.tick_stat = f"/proc/self/task/{tick_thread.native_id}/stat"
+        self.server_stat = f"/proc/{server_pid}/stat"
+        self.t0, self.p0 = time.monotonic(), time.process_time()
+        self.k0, self.s0 = _stat_cpu(self.tick_stat), _stat_cpu(self.server_stat)
 
-    def report(self, label: str) -> None:
+    def stop(self) -> tuple[float, float, float, float]:
+        """(wall s, tick thread CPU s, rest of the process CPU s, server process CPU s)."""
         wall = time.monotonic() - self.t0
-        proc, tick = time.process_time() - self.p0, _thread_cpu(self.tid) - self.k0
-        print(f"  CPU per wall second {label}: process {proc / wall:.3f} s/s, tick loop thread "
-              f"{tick / wall:.3f} s/s, the rest (HTTP) {(proc - tick) / wall:.3f} s/s")
+        proc, tick = time.process_time() - self.p0, _stat_cpu(self.tick_stat) - self.k0
+        return wall, tick, max(0.0, proc - tick), _stat_cpu(self.server_stat) - self.s0
 
 
 def _timed_gets(port: int, path: str, n: int, accept: str = "") -> tuple[list[float], int]:
@@ -135,21 +139,30 @@ def _load_client(port: int, nodes: list[str], rate: float, seconds: float, out: 
     out.put((len(lat), lat))
 
 
+def _intervals(label: str, seen: list[float], own: list[float], cpu: list[tuple[float, float, float, float]]) -> None:
+    wall = sum(c[0] for c in cpu)
+    print(f"  {label}: tick intervals {len(seen)}, median {statistics.median(seen) * 1000:.0f} ms, "
+          f"max {max(seen) * 1000:.0f} ms, late (> 1.1 s): {sum(t > 1.1 for t in seen)}; tick loop thread CPU per tick "
+          f"median {statistics.median(own) * 1000:.0f} ms, max {max(own) * 1000:.0f} ms")
+    print(f"  {label}: CPU s per wall s: tick loop thread {sum(c[1] for c in cpu) / wall:.3f}, rest of the tick "
+          f"process {sum(c[2] for c in cpu) / wall:.3f}, server process {sum(c[3] for c in cpu) / wall:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--root")
     ap.add_argument("--requests", type=int, default=50)
     ap.add_argument("--rate", type=float, default=200.0)
-    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
 
     from joulectl.sim import runtime
     from joulectl.sim.serve.face import NetworkFace
 
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    work = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="bench-serve-", dir=base))
+    work = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="bench-serve-", dir="/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     h100 = args.nodes // 5
     spec = work / "spec.yaml"
@@ -160,7 +173,7 @@ def main() -> None:
     runtime.run(str(spec), str(root), ticks=0, fast=True, workers=1)
     print(f"rendered/resumed {args.nodes} nodes in {time.monotonic() - t0:.1f} s (load {_load()})")
 
-    face = NetworkFace(str(root), listen=("127.0.0.1", 0))
+    face = NetworkFace(str(root), listen=("127.0.0.1", 0), warn=lambda m: print(f"warning: {m}"))
     stop = threading.Event()
     result: dict[str, Any] = {}
 
@@ -169,67 +182,71 @@ def main() -> None:
                                         on_start=face.on_start, on_tick=on_tick, stop_event=stop)
 
     ticks_seen: list[float] = []
-    last = {"t": 0.0}
+    tick_cpu: list[float] = []
+    last = {"t": 0.0, "cpu": 0.0}
 
     def on_tick(out: Any) -> None:
         face.on_tick(out)
-        now = time.monotonic()
+        now, cpu_now = time.monotonic(), time.thread_time()
         if last["t"]:
             ticks_seen.append(now - last["t"])  # wall time between two ticks' ends: 1 s when on time
-        last["t"] = now
+            tick_cpu.append(cpu_now - last["cpu"])  # the tick loop thread's CPU s from one tick's end to the next
+        last["t"], last["cpu"] = now, cpu_now
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     while face.hub is None or face.hub.current is None:
         time.sleep(0.05)
     port = face.server.port
+    phases: dict[str, tuple[list[float], list[float], list[tuple[float, float, float, float]]]] = {
+        "quiet": ([], [], []), "load": ([], [], [])}
+    answered_all: list[float] = []
     try:
         for label, accept in (("prometheus", ""), ("openmetrics", "application/openmetrics-text")):
-            hub = face.hub
-            tick = hub.current.tick
-            hub.wait(tick, 5)  # a fresh tick: the first request encodes its page
-            print(f"/metrics {label} (load {_load()}):")
+            tick = face.hub.current.tick
+            while face.hub.current.tick == tick:  # a fresh tick: the first request encodes its page
+                time.sleep(0.01)
+            time.sleep(0.05)  # the server process takes the tick's snapshot a moment after the tick
             times, size = _timed_gets(port, "/metrics", args.requests, accept)
             q = statistics.quantiles(times, n=20)
-            print(f"  first after a tick {times[0] * 1000:.2f} ms, median {statistics.median(times) * 1000:.2f} ms, "
-                  f"p95 {q[18] * 1000:.2f} ms, {size / 1024:.0f} KiB")
-        quiet0 = len(ticks_seen)
-        cpu = _Cpu(thread)
-        time.sleep(args.seconds / 2)  # a quiet phase: the tick without HTTP load, for comparison
-        quiet = ticks_seen[quiet0:]
-        cpu.report("without HTTP load")
-        if quiet:
-            print(f"tick intervals without HTTP load: {len(quiet)}, median {statistics.median(quiet) * 1000:.0f} ms, "
-                  f"max {max(quiet) * 1000:.0f} ms, late (> 1.1 s): {sum(t > 1.1 for t in quiet)} (load {_load()})")
-        tick0 = face.hub.current.tick
-        busy0 = len(ticks_seen)
-        print(f"/telemetry/<node> at {args.rate:.0f} req/s for {args.seconds:.0f} s (load {_load()}):")
+            print(f"/metrics {label} (load {_load()}): first after a tick {times[0] * 1000:.2f} ms, median "
+                  f"{statistics.median(times) * 1000:.2f} ms, p95 {q[18] * 1000:.2f} ms, {size / 1024:.0f} KiB")
         ctx = multiprocessing.get_context("spawn")
-        q_out = ctx.Queue()
-        proc = ctx.Process(target=_load_client, args=(port, names, args.rate, args.seconds, q_out))
-        t_start = time.monotonic()
-        proc.start()
-        cpu = _Cpu(thread)
-        answered, lat = q_out.get(timeout=args.seconds + 120)
-        cpu.report(f"at {args.rate:.0f} req/s")
-        proc.join()
-        elapsed = time.monotonic() - t_start
-        ticks_during = face.hub.current.tick - tick0
-        lat.sort()
-        print(f"  answered {answered} in {elapsed:.1f} s ({answered / args.seconds:.0f}/s), "
-              f"median {statistics.median(lat) * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms, "
-              f"{ticks_during} ticks meanwhile")
-        busy = ticks_seen[busy0:]
-        if busy:
-            print(f"tick intervals under HTTP load: {len(busy)}, median {statistics.median(busy) * 1000:.0f} ms, "
-                  f"max {max(busy) * 1000:.0f} ms, late (> 1.1 s): {sum(t > 1.1 for t in busy)}")
+        for rnd in range(args.rounds):
+            for kind in ("quiet", "load"):
+                seen, own, cpu = phases[kind]
+                n0 = len(ticks_seen)
+                print(f"round {rnd + 1} {kind} for {args.seconds:.0f} s (load {_load()})")
+                meter = _Cpu(thread, face.server.pid)
+                if kind == "quiet":
+                    time.sleep(args.seconds)
+                else:
+                    q_out = ctx.Queue()
+                    proc = ctx.Process(target=_load_client, args=(port, names, args.rate, args.seconds, q_out))
+                    proc.start()
+                    _n, lat = q_out.get(timeout=args.seconds + 120)
+                    proc.join()
+                    answered_all.extend(lat)
+                cpu.append(meter.stop())
+                seen.extend(ticks_seen[n0:])
+                own.extend(tick_cpu[n0:])
+        for kind in ("quiet", "load"):
+            seen, own, cpu = phases[kind]
+            _intervals("without HTTP load" if kind == "quiet" else f"at {args.rate:.0f} req/s", seen, own, cpu)
+        lat = sorted(answered_all)
+        load_s = args.rounds * args.seconds
+        print(f"  /telemetry/<node>: answered {len(lat)} in {load_s:.0f} s ({len(lat) / load_s:.0f}/s, asked "
+              f"{args.rate:.0f}/s), median {statistics.median(lat) * 1000:.2f} ms, "
+              f"p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms (load {_load()})")
     finally:
         stop.set()
         thread.join(60)
+        restarts = face.server.restarts if face.server is not None else 0
         face.close()
     summary = result["summary"]
     print(f"run: {summary.ticks} ticks, overruns {summary.overruns}, "
-          f"median tick {summary.median_tick_s * 1000:.0f} ms, max tick {max(summary.tick_seconds) * 1000:.0f} ms")
+          f"median tick {summary.median_tick_s * 1000:.0f} ms, max tick {max(summary.tick_seconds) * 1000:.0f} ms, "
+          f"server restarts {restarts}")
     if not args.keep and not args.root:
         shutil.rmtree(work, ignore_errors=True)
 

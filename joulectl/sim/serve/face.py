@@ -1,10 +1,11 @@
 """What ``simulate run --listen/--otlp-endpoint`` adds to the tick loop, in one object.
 
-:meth:`NetworkFace.on_start` builds the node metadata and starts the HTTP server (and writes
-``<root>/serve.json`` so that ``simulate status --watch`` finds it); :meth:`NetworkFace.on_tick`
-publishes each tick's snapshot and queues its OTLP export; :meth:`NetworkFace.close` stops both
-and removes ``serve.json``. Both hooks run in the tick loop's thread and never wait on a client or
-on the network.
+:meth:`NetworkFace.on_start` builds the node metadata and starts the HTTP server process
+(:mod:`joulectl.sim.serve.proc`; and writes ``<root>/serve.json`` so that ``simulate status
+--watch`` finds it); :meth:`NetworkFace.on_tick` builds each tick's snapshot, hands it encoded to
+the server process and queues its OTLP export; :meth:`NetworkFace.close` stops both and removes
+``serve.json``. Both hooks run in the tick loop's thread and never wait on a client, on the
+server process or on the network; no request runs in the tick loop's interpreter.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ class NetworkFace:
     def on_start(self, spec: Any, models: list[Any]) -> None:
         self.hub = Hub(node_metas(spec, models))
         if self.listen is not None:
-            from joulectl.sim.serve.http import Server
+            from joulectl.sim.serve.proc import ServerProcess
 
-            self.server = Server(self.hub, *self.listen).start()
+            self.server = ServerProcess(self.hub.metas, *self.listen, warn=self._warn).start()
             _write_serve_file(self.root, self.server.url)
             if self._announce is not None:
                 self._announce(f"serving {self.server.url} (/metrics, /telemetry/<node>, /exporters/<format>/"
@@ -51,7 +52,12 @@ class NetworkFace:
 
     def on_tick(self, out: Any) -> None:
         if self.hub is not None:
-            self.hub.publish(out.tick, out.samples, out.facility, out.prometheus_text)
+            snap = self.hub.publish(out.tick, out.samples, out.facility, out.prometheus_text)
+            if self.server is not None and self.server.serving:
+                from joulectl.sim.serve.proc import frame
+
+                self.server.publish(frame(("snap", snap.tick, snap.time_s, snap.samples, snap.facility,
+                                           snap.prometheus_text, snap.idle_j, snap.rate_w)))
         if self.pusher is not None:
             self.pusher.submit_tick(out.otlp_lines, out.events)
 

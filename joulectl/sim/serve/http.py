@@ -1,4 +1,5 @@
-"""The simulator's HTTP endpoints, a WSGI application served by waitress in a background thread.
+"""The simulator's HTTP endpoints, a WSGI application served by waitress in a background thread
+(of the server process, :mod:`joulectl.sim.serve.child`).
 
 ``GET /metrics`` (Prometheus text 0.0.4 or OpenMetrics 1.0 by ``Accept``), ``GET /telemetry/<node>``
 (and ``GET /telemetry``: every node of one tick),
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -225,17 +227,19 @@ def _error(status: int, message: str) -> tuple[int, list[tuple[str, str]], bytes
 
 
 class Server:
-    """The app on ``host:port`` in a daemon thread (port 0: any free port, see :attr:`port`)."""
+    """The app in a daemon thread of this process, on ``host:port`` (port 0: any free port, see
+    :attr:`port`) or on ``sock``, a listening socket made elsewhere (the server process's)."""
 
-    def __init__(self, hub: Hub, host: str, port: int, *, threads: int = 4) -> None:
+    def __init__(self, hub: Hub, host: str = "127.0.0.1", port: int = 0, *, sock: socket.socket | None = None,
+                 threads: int = 4) -> None:
         try:
             from waitress.server import create_server
         except ImportError:
             raise JoulectlError("--listen needs waitress: pip install 'joulectl[serve]'") from None
+        where: dict[str, Any] = {"sockets": [sock]} if sock is not None else {"host": host, "port": port}
         try:
-            self._server: Any = create_server(App(hub), host=host, port=port, threads=threads,
-                                              ident="joulectl-sim", channel_timeout=30, connection_limit=256,
-                                              expose_tracebacks=False)
+            self._server: Any = create_server(App(hub), threads=threads, ident="joulectl-sim", channel_timeout=30,
+                                              connection_limit=256, expose_tracebacks=False, **where)
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror}", field="--listen") from None
         import logging

@@ -76,7 +76,10 @@ class Hub:
         idle = {node: dict(parts) for node, parts in self._idle.items()}
         rate = {node: dict(parts) for node, parts in self._rate.items()}
         time_s = max((s.time_s for s in by_node.values()), default=0.0)
-        snap = Snapshot(tick, time_s, by_node, facility, prometheus_text, idle, rate)
+        return self.install(Snapshot(tick, time_s, by_node, facility, prometheus_text, idle, rate))
+
+    def install(self, snap: Snapshot) -> Snapshot:
+        """Make ``snap`` the current snapshot (one swap); the listeners are told after it."""
         with self._cond:
             self._current = snap
             self._cond.notify_all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +71,23 @@ def serve(tmp_path: Path, *, ticks: int = 3, spec_text: str = SPEC, **run_kwargs
     runtime.run(spec, str(root), ticks=ticks, fast=True, workers=1, on_start=face.on_start, on_tick=face.on_tick,
                 **run_kwargs)
     assert face.server is not None
-    return Served(root, spec, face, face.server.host, face.server.port)
+    served = Served(root, spec, face, face.server.host, face.server.port)
+    wait_for_tick(served, ticks)
+    return served
+
+
+def wait_for_tick(served: Served, tick: int, checks: int = 2000) -> None:
+    """Poll ``/healthz`` until the server process serves ``tick`` (it gets each snapshot from the
+    run's process a moment after the tick ends)."""
+    for _ in range(checks):
+        try:
+            status, doc = served.get_json("/healthz")
+        except OSError:
+            status, doc = 0, {}
+        if status == 200 and doc.get("tick", 0) >= tick:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"the server never served tick {tick}")
 
 
 @pytest.fixture(scope="module")

@@ -157,10 +157,9 @@ def test_an_oversized_control_body_is_refused(served: Served) -> None:
 
 
 def test_before_the_first_tick_metrics_are_503(tmp_path: Path) -> None:
-    from joulectl.sim.serve.http import Server
-    from joulectl.sim.serve.snapshot import Hub
+    from joulectl.sim.serve.proc import ServerProcess
 
-    server = Server(Hub({}), "127.0.0.1", 0).start()
+    server = ServerProcess({}, "127.0.0.1", 0).start()
     try:
         s = Served(tmp_path, "", NetworkFace(str(tmp_path)), server.host, server.port)
         status, doc = s.get_json("/metrics")
