@@ -162,11 +162,11 @@ class ServerProcess:
         if self._feed is not None:
             self._feed.close(timeout=0)
         if self.restarts >= self.max_restarts:
-            self._say(f"simulate run: the HTTP server process (pid {old}) died ({exit_text(code)}) after "
-                      f"{self.restarts} restart(s); {self.url} is no longer served, the run goes on")
             self.serving = False
             self._proc = self._feed = None
             self._sock.close()
+            self._say(f"simulate run: the HTTP server process (pid {old}) died ({exit_text(code)}) after "
+                      f"{self.restarts} restart(s); {self.url} is no longer served, the run goes on")
             return
         self.restarts += 1
         self.start()
