@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -705,14 +706,27 @@ SIG_FILE = "state/layout-sig.json"
 
 
 def _dir_sigs(target: str, t: Template) -> dict[str, int]:
-    """``{dir: mtime_ns}`` of every layout directory but the root and ``state`` (which always change)."""
-    out: dict[str, int] = {}
+    """``{dir: mtime_ns}`` of the tree's root (key ``""``) and of every layout directory but
+    ``state`` and those under it (which change at every run)."""
     st = os.lstat
+    out: dict[str, int] = {"": st(target).st_mtime_ns}
     for d in t.dirs:
         if d == "state" or d.startswith("state/"):
             continue
         out[d] = st(target + "/" + d).st_mtime_ns
     return out
+
+
+def _read_json(dir_fd: int, rel: str) -> Any:
+    """The JSON document of ``rel`` under ``dir_fd`` (one open and read, the C decoder)."""
+    fd = os.open(rel, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        chunks = [os.read(fd, 1 << 16)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    return json.loads(b"".join(chunks).decode("utf-8"))
 
 
 SHARED_DIR = ".joulectl-shared"
@@ -819,12 +833,26 @@ _KIND_NAME = {"d": "a directory", "f": "a file", "l": "a symlink"}
 
 
 def _resume(node: SpecNode, t: Template, target: str) -> int:
-    """Check an existing tree and create what is missing; returns the number of entries created."""
-    meta_path = os.path.join(target, "state", "node.json")
+    """Check an existing tree and create what is missing; returns the number of entries created.
+
+    A directory whose mtime is the one ``state/layout-sig.json`` recorded had no entry added,
+    removed or renamed since (the kernel sets a directory's mtime at each), so only the others are
+    listed and compared with the layout. Every path is taken relative to the tree's directory."""
     label = f"{target}"
     try:
-        with open(meta_path, encoding="utf-8") as fh:
-            meta = json.load(fh)
+        root_fd = os.open(target, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise RenderError(f"node {node.name}: {target} exists and is not a directory ({e.strerror})",
+                          file=target) from None
+    try:
+        return _resume_at(node, t, target, label, root_fd)
+    finally:
+        os.close(root_fd)
+
+
+def _resume_at(node: SpecNode, t: Template, target: str, label: str, root_fd: int) -> int:
+    try:
+        meta = _read_json(root_fd, "state/node.json")
     except FileNotFoundError:
         raise RenderError(
             f"node {node.name}: the tree exists but has no state/node.json (not rendered by joulectl "
@@ -846,23 +874,27 @@ def _resume(node: SpecNode, t: Template, target: str) -> int:
     files, links = t.lookup()
     created = 0
     try:
-        with open(target + "/" + SIG_FILE, encoding="utf-8") as fh:
-            sigs: dict[str, int] = json.load(fh)
+        sigs: dict[str, int] = _read_json(root_fd, SIG_FILE)
+        if not isinstance(sigs, dict):
+            sigs = {}
     except (OSError, ValueError):
         sigs = {}
     old = os.umask(0)
     changed = False
+    lstat = os.lstat
+    expected = t.expected
     try:
         for d in ["", *t.dirs]:
-            want = t.expected.get(d, {})
-            full = target + "/" + d if d else target
-            if d in sigs:
+            sig = sigs.get(d)
+            if sig is not None:
                 try:
-                    if os.lstat(full).st_mtime_ns == sigs[d]:
+                    if lstat(d or ".", dir_fd=root_fd).st_mtime_ns == sig:
                         continue  # no entry was added, removed or replaced since the tree was checked
                 except OSError:
                     pass
-            changed = changed or bool(d and not d.startswith("state"))
+            want = expected.get(d, {})
+            full = target + "/" + d if d else target
+            changed = changed or not (d == "state" or d.startswith("state/"))
             try:
                 present = {e.name: _kind(e) for e in os.scandir(full)}
             except FileNotFoundError:
@@ -962,8 +994,12 @@ def render_nodes(
     for node in nodes:
         t = template(node.profile)
         target = os.path.join(root, node.name)
-        if os.path.lexists(target):
-            if not os.path.isdir(target) or os.path.islink(target):
+        try:
+            st_mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            st_mode = None
+        if st_mode is not None:
+            if not stat.S_ISDIR(st_mode):
                 raise RenderError(f"node {node.name}: {target} exists and is not a directory", file=target)
             stats.created_entries += _resume(node, t, target)
             stats.resumed.append(node.name)

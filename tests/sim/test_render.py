@@ -13,7 +13,7 @@ import yaml
 
 from joulectl.sim.clusterspec import load_spec, parse_spec
 from joulectl.sim.profiles import ProfileSet
-from joulectl.sim.tree import load_manifest, read_nvml_state, render_nodes, write_nvml_state
+from joulectl.sim.tree import RenderError, load_manifest, read_nvml_state, render_nodes, write_nvml_state
 from tests.sim.conftest import mode, read, render_one, spec_doc
 
 
@@ -350,3 +350,32 @@ def test_no_file_is_shared(tmp_path: Path, profile: str) -> None:
         for p in tree.rglob("*"):
             if p.is_file() and not p.is_symlink():
                 assert os.lstat(p).st_nlink == 1, p
+
+
+def test_resume_checks_the_root_and_every_changed_directory(tmp_path: Path, write_spec) -> None:
+    """The signature holds the tree's root too: an entry removed from the root, or from a directory
+    below, is created again; a root entry of the wrong kind stops; a missing or damaged signature
+    file means every directory is listed; a symlinked tree is no tree."""
+    spec = load_spec(write_spec(spec_doc([{"name": "vm", "profile": "vm-no-powercap"}])))
+    root = tmp_path / "r"
+    render_nodes(spec.nodes, str(root))
+    node = root / "vm-0"
+    sigs = json.loads((node / "state/layout-sig.json").read_text())
+    assert sigs[""] == os.lstat(node).st_mtime_ns and "etc" in sigs and not any(k.startswith("state") for k in sigs)
+    shutil.rmtree(node / "etc")
+    assert render_nodes(spec.nodes, str(root)).created_entries == 2  # etc/ and etc/hostname
+    assert read(node / "etc/hostname") == "vm-0"
+    (node / "etc/hostname").unlink()
+    (node / "state/layout-sig.json").write_text("[")
+    assert render_nodes(spec.nodes, str(root)).created_entries == 1
+    assert render_nodes(spec.nodes, str(root)).created_entries == 0
+    shutil.rmtree(node / "bin")
+    (node / "bin").write_text("")
+    with pytest.raises(RenderError, match="node vm-0: /bin is a file where the layout has a directory"):
+        render_nodes(spec.nodes, str(root))
+    (node / "bin").unlink()
+    render_nodes(spec.nodes, str(root))
+    node.rename(root / "real")
+    node.symlink_to("real")
+    with pytest.raises(RenderError, match=r"node vm-0: .* exists and is not a directory"):
+        render_nodes(spec.nodes, str(root))
