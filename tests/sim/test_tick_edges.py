@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from joulectl.sim import inotify, layout
+from joulectl.sim import tick as tick_mod
 from joulectl.sim.tick import BaseLoad, NodeRuntime, ReadbackMarks
 from tests.sim.test_tick import POLICY, RAPL, T0, _Profile, build_node, runtime
 
@@ -156,3 +162,165 @@ def test_a_refused_store_of_the_text_in_force_is_reported_once(tmp_path: Path) -
     assert limit.read_text() == "200000000\n"
     # the ticks' own rewrites (four energy counters each), the limit file not among them
     assert rt.writes - writes == 12
+
+
+@pytest.mark.parametrize(("util", "khz"), [
+    (0.1, 800_000),    # 1.25 x 0.1 = 0.125 of the top clock is under the 800 MHz minimum: the minimum
+    (0.4, 2_000_000),  # 1.25 x 0.4 x 4 GHz
+    (0.6, 3_000_000),  # 1.25 x 0.6 x 4 GHz
+])
+def test_schedutil_runs_at_1_25_times_the_load_within_the_limits(tmp_path: Path, util: float, khz: int) -> None:
+    # schedutil's frequency: 1.25 x f_max x util / max, held within scaling_min/max_freq
+    # (kernel Documentation/scheduler/schedutil.rst, "Frequency / CPU Invariance")
+    node = build_node(tmp_path)
+    for i in range(4):
+        pol = node / POLICY.format(i)
+        (pol / "scaling_available_governors").write_text("performance powersave schedutil\n")
+        (pol / "scaling_governor").write_text("schedutil\n")
+    rt = runtime(node, load=BaseLoad(cpu_util=util, gpu_util=0.0, memory_intensity=0.0))
+    _tick(rt, 1)
+    assert [(node / POLICY.format(i) / "scaling_cur_freq").read_text() for i in range(4)] == [f"{khz}\n"] * 4
+
+
+def _as_unprivileged(tmp_path: Path, action: Callable[[], bool]) -> int:
+    """Run ``action`` in a child process that cannot override file modes (uid 65534 when the tests
+    run as root), its working directory ``tmp_path/w`` (owned by it); the child's exit status:
+    0 when ``action`` returned True, 1 when False, 2 when it raised."""
+    work = tmp_path / "w"
+    root = os.geteuid() == 0
+    if root:
+        for p in (work, *work.iterdir()):
+            os.chown(p, 65534, 65534)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 2
+        try:
+            os.chdir(work)
+            if root:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            code = 0 if action() else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_read_only_file_is_written_through_a_passing_chmod(tmp_path: Path) -> None:
+    # not root, the emulator still rewrites its 0444 attributes: a temporary u+w, the mode put back
+    (tmp_path / "w").mkdir()
+    for name in ("attr", "counter"):
+        (tmp_path / "w" / name).write_text("1000\n")
+        (tmp_path / "w" / name).chmod(0o444)
+
+    def both() -> bool:
+        return tick_mod.write_in_place("attr", "7\n") is not None and tick_mod.write_counter("counter", "8\n", 5)
+
+    assert _as_unprivileged(tmp_path, both) == 0
+    assert (tmp_path / "w" / "attr").read_text() == "7\n"
+    assert (tmp_path / "w" / "counter").read_text() == "8\n"
+    assert [os.lstat(tmp_path / "w" / n).st_mode & 0o7777 for n in ("attr", "counter")] == [0o444, 0o444]
+
+
+def test_a_file_that_cannot_be_written_reports_failure(tmp_path: Path) -> None:
+    # a directory where the counter was: neither way of writing works, and the caller is told
+    (tmp_path / "counter").mkdir()
+    assert tick_mod.write_counter(str(tmp_path / "counter"), "1\n", 0) is False
+    assert tick_mod.write_in_place(str(tmp_path / "counter"), "1\n") is None
+    # a kept counter whose file is gone is written the usual way from then on (and fails here)
+    c = tick_mod.CounterFile("gone", "energy_uj", "pkg0", path=str(tmp_path / "gone"), keep=True)
+    assert tick_mod.write_kept(c, "5\n") is False
+    assert (c.keep, c.fd) == (False, -1)
+
+
+def test_a_write_past_the_file_size_limit_reports_failure(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE 0 (setrlimit(2): a write past it fails with EFBIG once SIGXFSZ is ignored) binds
+    # root too: the overwrite fails and says so
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "counter").write_text("")
+
+    def overwrite() -> bool:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        fd = os.open("counter", os.O_WRONLY)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+        return not tick_mod._overwrite(fd, b"12345\n", 0)
+
+    assert _as_unprivileged(tmp_path, overwrite) == 0
+    assert (tmp_path / "w" / "counter").read_text() == ""
+
+
+def test_a_resume_takes_a_file_that_was_missing_at_the_stop(tmp_path: Path) -> None:
+    # a writable file missing at the stop has no signature (saved as -1s): at the resume it is
+    # looked at whatever it then holds, and a value an agent wrote meanwhile is taken
+    node = _saved_cache_missing(tmp_path)
+    gov = node / POLICY.format(3) / "scaling_governor"
+    gov.write_text("performance\n")
+    rt2 = runtime(node)
+    assert rt2.model.writables[rt2._pos(rt2._index[("policy3", "cpufreq_governor")])].sig is None
+    _tick(rt2, 2)
+    assert rt2.value("policy3", "cpufreq_governor") == "performance"
+    assert rt2.value("policy2", "cpufreq_governor") == "powersave"
+    assert not rt2.events
+
+
+def _saved_cache_missing(tmp_path: Path) -> Path:
+    """A node ticked once, policy3's governor file then gone, stopped cleanly (its start-up cache)."""
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    _tick(rt, 1)
+    gov = node / POLICY.format(3) / "scaling_governor"
+    gov.unlink()
+    rt.model.writables[rt._pos(rt._index[("policy3", "cpufreq_governor")])].sig = None
+    rt.save_cache()
+    assert -1 in json.loads((node / "state" / "tick-cache.json").read_text())["s"]
+    return node
+
+
+@pytest.mark.parametrize(("epp", "khz"), [
+    ("performance", 4_000_000),
+    ("balance_performance", 4_000_000),
+    ("default", 4_000_000),
+    ("balance_power", 3_400_000),  # 0.85 of the top clock (EPP_FREQ, the emulator's assumption)
+    ("power", 2_800_000),          # 0.7
+    ("0", 4_000_000),              # a raw EPP (intel_pstate takes 0-255): 1 - epp / 255 x 0.3
+    ("128", 3_398_000),            # 1 - 128 / 255 x 0.3 = 0.849412: 3,397,647 kHz, to the MHz
+    ("255", 2_800_000),
+])
+def test_each_epp_caps_the_powersave_clock(tmp_path: Path, epp: str, khz: int) -> None:
+    # light load (10 %): no power limit binds, the clock is the EPP's ceiling of the 4 GHz top
+    node = build_node(tmp_path)
+    for i in range(4):
+        (node / POLICY.format(i) / "energy_performance_preference").write_text(f"{epp}\n")
+    rt = runtime(node, load=BaseLoad(cpu_util=0.1, gpu_util=0.0, memory_intensity=0.0))
+    _tick(rt, 1)
+    assert not rt.events
+    assert (node / POLICY.format(0) / "scaling_cur_freq").read_text() == f"{khz}\n"
+
+
+def test_the_profile_standard_level_holds_the_clock_at_0_7(tmp_path: Path) -> None:
+    # amdgpu's profile_standard fixes the clocks at a level that "varies from asic to asic" (kernel
+    # Documentation/gpu/amdgpu/thermal.rst, power_dpm_force_performance_level): the emulator's
+    # assumption is 0.7 of the top clock; low is the lowest level's share, 500 / 1700
+    node = build_node(tmp_path, amd=True)
+    rt = runtime(node, _Profile(gpus={"vendor": "amd", "secondaryDies": True, "model": "AMD Instinct MI250X"}))
+    _tick(rt, 1)
+    level = node / "sys/bus/pci/devices/0000:03:00.0/power_dpm_force_performance_level"
+    level.write_text("profile_standard\n")
+    _tick(rt, 2)
+    assert rt.ledger.state["c.gpu0"] == pytest.approx(0.7)
+    level.write_text("low\n")
+    _tick(rt, 3)
+    assert rt.ledger.state["c.gpu0"] == pytest.approx(500 / 1700)
+    assert not rt.events
+
+
+def test_the_low_level_without_a_clock_table_is_0_3_of_the_top(tmp_path: Path) -> None:
+    # a GPU that shows no pp_dpm_sclk has no lowest level to go to: the emulator's assumption is
+    # 0.3 of the top clock
+    node = build_node(tmp_path, amd=True)
+    (node / "sys/bus/pci/devices/0000:03:00.0/pp_dpm_sclk").unlink()
+    rt = runtime(node, _Profile(gpus={"vendor": "amd", "secondaryDies": True, "model": "AMD Instinct MI250X"}))
+    (node / "sys/bus/pci/devices/0000:03:00.0/power_dpm_force_performance_level").write_text("low\n")
+    _tick(rt, 1)
+    assert rt.ledger.state["c.gpu0"] == pytest.approx(0.3)
