@@ -205,3 +205,21 @@ def test_running_pods_past_allocatable_leave_none_free() -> None:
 def test_node_name_binds_the_pod() -> None:
     assert filter_reasons(pod(nodeName="g-0"), node_view(node("g-0"))) == []
     assert filter_reasons(pod(nodeName="g-0"), node_view(node("g-1"))) == ["spec.nodeName binds the pod to g-0"]
+
+
+def test_a_node_without_allocatable_offers_its_capacity() -> None:
+    # the Node API: status.allocatable "defaults to Capacity" (k8s.io/api/core/v1 NodeStatus)
+    doc = node("old")
+    doc["status"] = {"capacity": {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "2"}}
+    view = node_view(doc)
+    assert filter_reasons(pod({"cpu": "8", "nvidia.com/gpu": 2}), view) == []
+    assert filter_reasons(pod({"nvidia.com/gpu": 3}), view) == ["needs 3 nvidia.com/gpu, node has 2 allocatable"]
+
+
+def test_a_one_gpu_node_by_label_has_its_gpu_typed() -> None:
+    # GFD labels a one-GPU node nvidia.com/gpu.count=1: that GPU is of the labelled product
+    one = node_view(node("a40", labels={"nvidia.com/gpu.product": "NVIDIA-A40", "nvidia.com/gpu.count": "1"},
+                         alloc={"nvidia.com/gpu": 1}))
+    assert filter_reasons(pod({"nvidia.com/gpu": 1}, {"nvidia.com/use-gputype": "A40"}), one) == []
+    assert filter_reasons(pod({"nvidia.com/gpu": 1}, {"nvidia.com/use-gputype": "H100"}), one) == [
+        "needs 1 nvidia.com/gpu of type H100, node has 0 matching of 1"]

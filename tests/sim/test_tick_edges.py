@@ -17,7 +17,7 @@ import pytest
 from joulectl.sim import inotify, layout
 from joulectl.sim import tick as tick_mod
 from joulectl.sim.tick import BaseLoad, NodeRuntime, ReadbackMarks
-from tests.sim.test_tick import POLICY, RAPL, T0, _Profile, build_node, runtime
+from tests.sim.test_tick import POLICY, RAPL, T0, _Profile, _saved_cache, build_node, runtime
 
 CPUFREQ = "sys/devices/system/cpu/cpufreq"
 NO_TURBO = "sys/devices/system/cpu/intel_pstate/no_turbo"
@@ -324,3 +324,26 @@ def test_the_low_level_without_a_clock_table_is_0_3_of_the_top(tmp_path: Path) -
     (node / "sys/bus/pci/devices/0000:03:00.0/power_dpm_force_performance_level").write_text("low\n")
     _tick(rt, 1)
     assert rt.ledger.state["c.gpu0"] == pytest.approx(0.3)
+
+
+def test_an_energy_counter_of_a_component_that_draws_nothing_reads_0(tmp_path: Path) -> None:
+    # an energy_uj counter of a component the model has no power for (here "uncore") accrues
+    # nothing: it reads 0 uJ, whatever the file held before the first tick
+    other = "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/intel-rapl:0:1/energy_uj"
+    node = _manifest_node(tmp_path, extra_counters=({"path": other, "kind": "energy_uj", "component": "uncore"},))
+    rt = _start(node)
+    _tick(rt, 1)
+    _tick(rt, 2)
+    assert _cur(node, other) == "0\n"
+    assert int((node / ENERGY).read_text()) > 0
+
+
+def test_a_start_up_cache_whose_link_group_names_one_past_the_writables_is_not_used(tmp_path: Path) -> None:
+    node, _rt, cache, doc = _saved_cache(tmp_path)
+    doc["w"][1] = "1\n"
+    doc["h"] = [[0, len(doc["w"])]]
+    cache.write_text(json.dumps(doc))
+    assert runtime(node).model.writables[1].text != "1\n"
+    doc["h"] = [[0, len(doc["w"]) - 1]]  # the last writable is a valid index: the cache is used
+    cache.write_text(json.dumps(doc))
+    assert runtime(node).model.writables[1].text == "1\n"
