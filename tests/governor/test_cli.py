@@ -460,3 +460,18 @@ def test_the_write_ahead_journal_has_the_originals_and_the_targets(tmp_path: Pat
     assert len(cpu) == 2 * 16  # governor and EPP of each of the 16 policies
     assert {(i.setting, i.before, i.value) for i in cpu} == {("cpuGovernor", "performance", "powersave"),
                                                             ("epp", "performance", "power")}
+
+
+def test_the_library_calls_target_the_gpus_unless_told(tmp_path: Path) -> None:
+    # plan_intents and apply_preset without gpu/cpu act on the GPUs (as `governor set` does): a
+    # CPU-only preset is then an unknown GPU preset, exit 2, nothing planned or written
+    root = trees.amd_mi250x_x4(tmp_path / "m")
+    host = Host(str(root))
+    inv = inventory(host)
+    for call in (lambda: gov.plan_intents(host, inv, Journal(), "efficiency"),
+                 lambda: gov.apply_preset(host, inv, Journal(), "efficiency", dry_run=True)):
+        with pytest.raises(JoulectlError) as exc:
+            call()
+        assert str(exc.value) == ("PRESET: unknown GPU preset 'efficiency' "
+                                  "(GPU presets: auto, sustained, efficient, low, peak)")
+        assert exc.value.exit_code == ExitCode.USAGE
