@@ -438,11 +438,15 @@ def _digest(paths: list[Path]) -> str:
 
 def map_key(group: str) -> str:
     """What a group's map depends on besides its own test files: the modules and every shared file
-    of tests/ (conftest.py, fixture and helper modules, data): anything but a ``test_*.py``, which
-    only its own run reads."""
-    files, _tests = MAP[group]
+    of tests/ (fixture and helper modules, data): anything but a ``test_*.py``, which only its own
+    run reads, and a ``conftest.py`` outside the directories of the group's test files and their
+    parents, which pytest never loads for them."""
+    files, tests = MAP[group]
+    dirs = {(REPO / t).parent for t in test_paths(tests)}
+    dirs |= {parent for d in dirs for parent in d.parents}
     shared = [p for p in (REPO / "tests").rglob("*") if p.is_file() and "__pycache__" not in p.parts
-              and not (p.name.startswith("test_") and p.suffix == ".py")]
+              and not (p.name.startswith("test_") and p.suffix == ".py")
+              and not (p.name == "conftest.py" and p.parent not in dirs)]
     return MAP_FORMAT + ":" + _digest([REPO / f for f in files] + shared)
 
 

@@ -231,3 +231,21 @@ def test_a_mutant_runs_the_tests_whose_call_reached_it_or_whole_files() -> None:
     assert mutate.select(m("m.py:4:0:x", "m.py", 4, "x", 0, 0, ""), entry, ["tests/a.py"], by_test=False) == (
         ["tests/a.py"], 9.0)
     assert mutate.select(m("m.py:5:0:x", "m.py", 5, "x", 0, 0, ""), entry, ["tests/a.py"]) == ([], 0.0)
+
+
+def test_a_map_is_remade_for_the_shared_files_its_tests_can_load_only(tmp_path: Path) -> None:
+    mutate = _module()
+    for rel in ("joulectl/m.py", "tests/a/test_x.py", "tests/a/conftest.py", "tests/b/conftest.py",
+                "tests/conftest.py", "tests/fixtures/data.txt"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("0\n")
+    mutate.REPO = tmp_path
+    mutate.MAP = {"g": (["joulectl/m.py"], ["tests/a"])}
+    before = mutate.map_key("g")
+    (tmp_path / "tests/b/conftest.py").write_text("1\n")  # pytest never loads it for tests/a
+    (tmp_path / "tests/a/test_x.py").write_text("1\n")    # its own run reads it (a sha of its own)
+    assert mutate.map_key("g") == before
+    for rel in ("tests/conftest.py", "tests/a/conftest.py", "tests/fixtures/data.txt", "joulectl/m.py"):
+        (tmp_path / rel).write_text("1\n")
+        assert mutate.map_key("g") != before, rel
+        (tmp_path / rel).write_text("0\n")
