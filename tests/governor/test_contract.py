@@ -142,3 +142,13 @@ def test_a_vendor_without_governor_backend_is_blocked(tmp_path: Path) -> None:
     rows, _ = gov.show(Host(str(tmp_path)), inventory([other]), Journal(), gpu=True, cpu=False)
     assert (rows[0].in_force, rows[0].message) == ("no governor", "no governor mapping for Acme GPUs")
     assert json.dumps(rows[0].to_dict())
+
+
+def test_a_gpu_without_governor_backend_shows_its_raw_model_when_unnamed(tmp_path: Path) -> None:
+    # a board the catalog does not name is shown by the model string the driver reported
+    from joulectl.ops import governor as gov
+
+    other = amd_gpu(0)
+    other.vendor, other.model, other.raw_model = "acme", None, "Acme X1 Accelerator"
+    rows, _ = gov.show(Host(str(tmp_path)), inventory([other]), Journal(), gpu=True, cpu=False)
+    assert (rows[0].model, rows[0].in_force) == ("Acme X1 Accelerator", "no governor")

@@ -223,3 +223,13 @@ def test_a_one_gpu_node_by_label_has_its_gpu_typed() -> None:
     assert filter_reasons(pod({"nvidia.com/gpu": 1}, {"nvidia.com/use-gputype": "A40"}), one) == []
     assert filter_reasons(pod({"nvidia.com/gpu": 1}, {"nvidia.com/use-gputype": "H100"}), one) == [
         "needs 1 nvidia.com/gpu of type H100, node has 0 matching of 1"]
+
+
+def test_a_node_whose_spec_is_no_mapping_is_not_taken_for_cordoned() -> None:
+    # spec.unschedulable defaults to false (k8s.io/api/core/v1 NodeSpec); a spec that is no
+    # object carries no such field
+    doc = node("odd")
+    doc["spec"] = ["unschedulable"]
+    view = node_view(doc)
+    assert view.unschedulable is False
+    assert filter_reasons(pod({"cpu": "1"}), view) == []
