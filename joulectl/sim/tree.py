@@ -809,13 +809,16 @@ def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = 
     finally:
         os.umask(old)
     os.rename(tmp, target)
-    _write_sigs(target, t)
+    _write_sigs(target, t, node)
 
 
-def _write_sigs(target: str, t: Template) -> None:
+def _write_sigs(target: str, t: Template, node: SpecNode) -> None:
     path = target + "/" + SIG_FILE
     tmp = path + ".tmp"
-    text = json.dumps(_dir_sigs(target, t), separators=(",", ":"))  # the C encoder (json.dump is the Python one)
+    sigs: dict[str, Any] = dict(_dir_sigs(target, t))
+    st = os.lstat(target + "/" + META_SIG)
+    sigs[META_SIG] = [st.st_mtime_ns, st.st_size, st.st_ino, *_meta_identity(node)]
+    text = json.dumps(sigs, separators=(",", ":"))  # the C encoder (json.dump is the Python one)
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, path)
@@ -850,35 +853,38 @@ def _resume(node: SpecNode, t: Template, target: str) -> int:
         os.close(root_fd)
 
 
+#: The key of ``state/node.json``'s signature in :data:`SIG_FILE`: (mtime_ns, size, inode) and the
+#: node, profile, profile hash and layout version it was checked to hold (no directory has the name).
+META_SIG = "state/node.json"
+
+
+def _meta_identity(node: SpecNode) -> list[Any]:
+    prof = node.profile
+    return [node.name, prof.name, prof.profile_hash(), LAYOUT_VERSION]
+
+
 def _resume_at(node: SpecNode, t: Template, target: str, label: str, root_fd: int) -> int:
     try:
-        meta = _read_json(root_fd, "state/node.json")
-    except FileNotFoundError:
-        raise RenderError(
-            f"node {node.name}: the tree exists but has no state/node.json (not rendered by joulectl "
-            "simulate); remove it to render the node fresh", file=label,
-        ) from None
-    except (OSError, ValueError) as e:
-        raise RenderError(f"node {node.name}: state/node.json is unreadable ({e})", file=label) from None
-    prof = node.profile
-    checks = (("node", node.name), ("profile", prof.name), ("profileHash", prof.profile_hash()),
-              ("layoutVersion", LAYOUT_VERSION))
-    for key, expect in checks:
-        if not isinstance(meta, dict) or meta.get(key) != expect:
-            got = meta.get(key) if isinstance(meta, dict) else None
-            raise RenderError(
-                f"node {node.name}: the tree was rendered for {key} {got!r}, the spec says {expect!r}; "
-                f"remove {target} to render the node fresh (its counters restart at zero)", file=label,
-            )
-    node_files: dict[str, tuple[bytes, int]] | None = None  # built only when one is missing
-    files, links = t.lookup()
-    created = 0
-    try:
-        sigs: dict[str, int] = _read_json(root_fd, SIG_FILE)
+        sigs: dict[str, Any] = _read_json(root_fd, SIG_FILE)
         if not isinstance(sigs, dict):
             sigs = {}
     except (OSError, ValueError):
         sigs = {}
+    # node.json unchanged since it was checked to name this node, profile and layout (the same
+    # mtime, size and inode): not read again.
+    meta_sig = sigs.get(META_SIG)
+    meta_ok = False
+    if isinstance(meta_sig, list) and meta_sig[3:] == _meta_identity(node):
+        try:
+            st = os.lstat(META_SIG, dir_fd=root_fd)
+            meta_ok = meta_sig[:3] == [st.st_mtime_ns, st.st_size, st.st_ino]
+        except OSError:
+            pass
+    if not meta_ok:
+        _check_meta(node, target, label, root_fd)
+    node_files: dict[str, tuple[bytes, int]] | None = None  # built only when one is missing
+    files, links = t.lookup()
+    created = 0
     old = os.umask(0)
     changed = False
     lstat = os.lstat
@@ -892,9 +898,11 @@ def _resume_at(node: SpecNode, t: Template, target: str, label: str, root_fd: in
                         continue  # no entry was added, removed or replaced since the tree was checked
                 except OSError:
                     pass
-            want = expected.get(d, {})
-            full = target + "/" + d if d else target
             changed = changed or not (d == "state" or d.startswith("state/"))
+            want = expected.get(d)
+            if not want:
+                continue  # nothing to find in it (state/.tmp): its parent's listing checked its kind
+            full = target + "/" + d if d else target
             try:
                 present = {e.name: _kind(e) for e in os.scandir(full)}
             except FileNotFoundError:
@@ -930,9 +938,30 @@ def _resume_at(node: SpecNode, t: Template, target: str, label: str, root_fd: in
                 shutil.rmtree(entry.path, ignore_errors=True)
     finally:
         os.umask(old)
-    if changed:
-        _write_sigs(target, t)
+    if changed or not meta_ok:
+        _write_sigs(target, t, node)
     return created
+
+
+def _check_meta(node: SpecNode, target: str, label: str, root_fd: int) -> None:
+    """``state/node.json`` names the node, profile, profile values and layout of ``node``."""
+    try:
+        meta = _read_json(root_fd, META_SIG)
+    except FileNotFoundError:
+        raise RenderError(
+            f"node {node.name}: the tree exists but has no state/node.json (not rendered by joulectl "
+            "simulate); remove it to render the node fresh", file=label,
+        ) from None
+    except (OSError, ValueError) as e:
+        raise RenderError(f"node {node.name}: state/node.json is unreadable ({e})", file=label) from None
+    keys = ("node", "profile", "profileHash", "layoutVersion")
+    for key, expect in zip(keys, _meta_identity(node), strict=True):
+        if not isinstance(meta, dict) or meta.get(key) != expect:
+            got = meta.get(key) if isinstance(meta, dict) else None
+            raise RenderError(
+                f"node {node.name}: the tree was rendered for {key} {got!r}, the spec says {expect!r}; "
+                f"remove {target} to render the node fresh (its counters restart at zero)", file=label,
+            )
 
 
 def _node_files_expected(t: Template) -> None:

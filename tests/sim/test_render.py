@@ -361,7 +361,7 @@ def test_resume_checks_the_root_and_every_changed_directory(tmp_path: Path, writ
     render_nodes(spec.nodes, str(root))
     node = root / "vm-0"
     sigs = json.loads((node / "state/layout-sig.json").read_text())
-    assert sigs[""] == os.lstat(node).st_mtime_ns and "etc" in sigs and not any(k.startswith("state") for k in sigs)
+    assert sigs[""] == os.lstat(node).st_mtime_ns and "etc" in sigs and not {"state", "state/.tmp"} & set(sigs)
     shutil.rmtree(node / "etc")
     assert render_nodes(spec.nodes, str(root)).created_entries == 2  # etc/ and etc/hostname
     assert read(node / "etc/hostname") == "vm-0"
@@ -374,6 +374,15 @@ def test_resume_checks_the_root_and_every_changed_directory(tmp_path: Path, writ
     with pytest.raises(RenderError, match="node vm-0: /bin is a file where the layout has a directory"):
         render_nodes(spec.nodes, str(root))
     (node / "bin").unlink()
+    render_nodes(spec.nodes, str(root))
+    # node.json is read again once it is not the file the signature names
+    assert json.loads((node / "state/layout-sig.json").read_text())["state/node.json"][3:] == [
+        "vm-0", "vm-no-powercap", spec.nodes[0].profile.profile_hash(), 2]
+    meta = json.loads((node / "state/node.json").read_text())
+    (node / "state/node.json").write_text(json.dumps({**meta, "node": "vm-9"}))
+    with pytest.raises(RenderError, match="node vm-0: the tree was rendered for node 'vm-9', the spec says 'vm-0'"):
+        render_nodes(spec.nodes, str(root))
+    (node / "state/node.json").write_text(json.dumps(meta))
     render_nodes(spec.nodes, str(root))
     node.rename(root / "real")
     node.symlink_to("real")
