@@ -347,3 +347,15 @@ def test_a_start_up_cache_whose_link_group_names_one_past_the_writables_is_not_u
     doc["h"] = [[0, len(doc["w"]) - 1]]  # the last writable is a valid index: the cache is used
     cache.write_text(json.dumps(doc))
     assert runtime(node).model.writables[1].text == "1\n"
+
+
+def test_a_ticks_sample_gives_the_cpu_power_to_the_hundredth_of_a_watt(tmp_path: Path) -> None:
+    # performance at 10 % load: each package 60 + 210 x 0.1^1.15 = 74.86686 W, each DRAM
+    # 3 + 12 x 0.1 x 0.3 = 3.36 W: 156.45372 W for the node, given as 156.45
+    node = build_node(tmp_path)
+    for i in range(4):
+        (node / POLICY.format(i) / "scaling_governor").write_text("performance\n")
+    rt = runtime(node, load=BaseLoad(cpu_util=0.1, gpu_util=0.0, memory_intensity=0.0))
+    rt.readback(T0 + 1)
+    sample = rt.step(T0 + 1, 1.0)
+    assert (sample.cpu_w, sample.gpu_w, sample.power_w) == (156.45, 0.0, 156.45)
