@@ -78,3 +78,25 @@ def test_a_boost_switch_is_amd_cpb_only_on_an_amd_cpu(root: Path, trees: ModuleT
     assert cpu._has_cpb(host, flags, "HygonGenuine", policies) is True
     assert cpu._has_cpb(host, flags, "GenuineIntel", policies) is False
     assert cpu._has_cpb(host, {"flags": "fpu cpb"}, "GenuineIntel", policies) is True  # the flag says so
+
+
+def _two_packages(root: Path, trees: ModuleType, pkg0: tuple[int | None, int | None],
+                  pkg1: tuple[int | None, int | None]) -> None:
+    # powercap's constraint_N_min_power_uw and _max_power_uw are optional per zone
+    # (Documentation/power/powercap/powercap.rst); a range per socket spans every package's
+    trees.write(root, "/proc/cpuinfo", trees.cpuinfo("Intel(R) Xeon(R) Platinum 8480+", "GenuineIntel", 2, 2, 1, "fpu"))
+    for n, (lo, hi) in enumerate((pkg0, pkg1)):
+        trees.rapl_zone(root, f"intel-rapl:{n}", f"package-{n}", [("long_term", 250_000_000, lo, hi, 999_424)])
+
+
+def test_the_socket_range_is_the_lowest_minimum_and_the_highest_maximum(root: Path, trees: ModuleType) -> None:
+    # (the default is the highest maximum too: RAPL has no default of its own)
+    _two_packages(root, trees, (150_000_000, 300_000_000), (125_000_000, 350_000_000))
+    r = cpu.discover(Host(str(root))).cap_range_per_socket
+    assert (r.min_w, r.max_w, r.default_w) == (125, 350, 350)
+
+
+def test_a_package_without_a_minimum_or_maximum_leaves_the_others(root: Path, trees: ModuleType) -> None:
+    _two_packages(root, trees, (None, 300_000_000), (125_000_000, None))
+    r = cpu.discover(Host(str(root))).cap_range_per_socket
+    assert (r.min_w, r.max_w, r.default_w) == (125, 300, 300)
