@@ -83,7 +83,7 @@ def test_a_boost_switch_is_amd_cpb_only_on_an_amd_cpu(root: Path, trees: ModuleT
 def _two_packages(root: Path, trees: ModuleType, pkg0: tuple[int | None, int | None],
                   pkg1: tuple[int | None, int | None]) -> None:
     # powercap's constraint_N_min_power_uw and _max_power_uw are optional per zone
-    # (Documentation/power/powercap/powercap.rst); a range per socket spans every package's
+    # (Documentation/power/powercap/powercap.rst, docs/hardware.md 3.1); a range per socket spans every package's
     trees.write(root, "/proc/cpuinfo", trees.cpuinfo("Intel(R) Xeon(R) Platinum 8480+", "GenuineIntel", 2, 2, 1, "fpu"))
     for n, (lo, hi) in enumerate((pkg0, pkg1)):
         trees.rapl_zone(root, f"intel-rapl:{n}", f"package-{n}", [("long_term", 250_000_000, lo, hi, 999_424)])
