@@ -410,14 +410,6 @@ def context(rt: NodeRuntime | None, w: Writable) -> Context:
     return Context(governor=governor, turbo=turbo, other_khz=other)
 
 
-def validate(w: Writable, written: str | bytes, *, governor: str | None = None, ctx: Context | None = None) -> Verdict:
-    """What the kernel does with ``written`` stored to ``w`` (:func:`joulectl.sim.sysfs_rules.apply`).
-
-    ``governor`` is the policy's governor in force, for the EPP ``EBUSY`` rule.
-    """
-    return rules.apply(w.kind, w.rule, written, ctx if ctx is not None else Context(governor=governor))
-
-
 # -- the node ------------------------------------------------------------------------------------
 
 

@@ -547,7 +547,7 @@ def _intel_gt_freq(t: Template, dev: str, card: int, driver: str, gt: dict[str, 
     (the per-GT files of Linux 6.2+; the card-level ``gt_*_freq_mhz`` aliases of GT 0 are not
     rendered: a second writable name for one value would need a hard link to a writable file),
     xe ``tile0/gt0/freq0/*_freq``. ``min``/``max`` are written as root and follow the
-    driver's rules (:func:`joulectl.sim.tick.validate`: RPn <= min <= max <= RP0, EINVAL otherwise)."""
+    driver's rules (:func:`joulectl.sim.sysfs_rules.apply`: RPn <= min <= max <= RP0, EINVAL otherwise)."""
     rp0 = int(gt.get("rp0MHz", INTEL_GT_DEFAULT["rp0MHz"]))
     rpn = int(gt.get("rpnMHz", INTEL_GT_DEFAULT["rpnMHz"]))
     rp1 = int(gt.get("rp1MHz", INTEL_GT_DEFAULT["rp1MHz"]))
