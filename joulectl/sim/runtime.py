@@ -352,8 +352,13 @@ class Shard:
         return events
 
 
-def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str) -> None:
+def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str,
+            main_end: Connection | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if main_end is not None:
+        # The fork copied the main process's end of this worker's pipe: closed, so that the
+        # worker sees EOF (and ends) when the main process dies, even by kill -9.
+        main_end.close()
     try:
         shard = Shard(entries, nvml_io, mode)
         gc.enable()  # off in the parent while it forked (see run_entries)
@@ -396,7 +401,7 @@ class _Pool:
         ctx = multiprocessing.get_context("fork")
         for entries in shards:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, entries, nvml_io, mode), daemon=True)
+            proc = ctx.Process(target=_worker, args=(child, entries, nvml_io, mode, parent), daemon=True)
             proc.start()
             child.close()
             self.procs.append((proc, parent))

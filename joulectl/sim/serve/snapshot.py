@@ -56,6 +56,7 @@ class Hub:
         self._idle: dict[str, dict[str, float]] = {}
         self._rate: dict[str, dict[str, float]] = {}
         self._last: dict[str, dict[str, float]] = {}
+        self._idle_w: dict[str, dict[str, float]] = {}
         self._cond = threading.Condition()
         self._listeners: list[Callable[[Snapshot], None]] = []
 
@@ -73,10 +74,11 @@ class Hub:
         """Build and publish the snapshot of one tick; the listeners are told after the swap."""
         by_node = {s.node: s for s in samples}
         self._account_idle(by_node)
-        idle = {node: dict(parts) for node, parts in self._idle.items()}
-        rate = {node: dict(parts) for node, parts in self._rate.items()}
+        # The per-node dicts are made anew each tick and never changed after: the snapshot can
+        # share them (only the outer dicts are copied).
         time_s = max((s.time_s for s in by_node.values()), default=0.0)
-        return self.install(Snapshot(tick, time_s, by_node, facility, prometheus_text, idle, rate))
+        return self.install(Snapshot(tick, time_s, by_node, facility, prometheus_text, dict(self._idle),
+                                     dict(self._rate)))
 
     def install(self, snap: Snapshot) -> Snapshot:
         """Make ``snap`` the current snapshot (one swap); the listeners are told after it."""
@@ -95,23 +97,30 @@ class Hub:
 
     def _account_idle(self, by_node: Mapping[str, Sample]) -> None:
         """Add each component's idle share of this tick's energy (``min(idle W · dt, ΔE)``) and
-        note its average power over the tick (``ΔE / dt``)."""
+        note its average power over the tick (``ΔE / dt``), in new dicts per node."""
+        idle_ws = self._idle_w
         for node, s in by_node.items():
             meta = self.metas.get(node)
             if meta is None:
                 continue
             last = self._last.setdefault(node, {})
-            idle = self._idle.setdefault(node, {})
-            rate = self._rate.setdefault(node, {})
+            idle = dict(self._idle.get(node, ()))
+            rate = dict(self._rate.get(node, ()))
+            seen = "t" in last
             dt = max(0.0, s.time_s - last.get("t", s.start_s or s.time_s))
-            idle_w = {g.key: g.idle_w for g in meta.gpus}
+            idle_w = idle_ws.get(node)
+            if idle_w is None:
+                idle_w = idle_ws[node] = {g.key: g.idle_w for g in meta.gpus}
+            package_w = meta.package_idle_w
             for cid, (_hw_type, total) in s.energy_j.items():
-                delta = max(0.0, total - last.get(cid, total if "t" in last else 0.0))
-                w = idle_w.get(cid, meta.package_idle_w if cid.startswith("pkg") else 0.0)
+                delta = max(0.0, total - last.get(cid, total if seen else 0.0))
+                w = idle_w.get(cid, package_w if cid.startswith("pkg") else 0.0)
                 idle[cid] = idle.get(cid, 0.0) + min(w * dt, delta)
                 rate[cid] = delta / dt if dt > 0 else 0.0
                 last[cid] = total
             last["t"] = s.time_s
+            self._idle[node] = idle
+            self._rate[node] = rate
 
 
 # -- the telemetry document ------------------------------------------------------------------------------

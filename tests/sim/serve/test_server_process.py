@@ -39,8 +39,8 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _children(parent: int) -> list[int]:
-    """The server processes whose parent is ``parent``."""
+def _children(parent: int, server: bool = True) -> list[int]:
+    """The server processes (or the other processes) whose parent is ``parent``."""
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -52,7 +52,7 @@ def _children(parent: int) -> list[int]:
                 cmd = fh.read()
         except (FileNotFoundError, ProcessLookupError, ValueError):
             continue
-        if ppid == parent and b"joulectl.sim.serve.child" in cmd:
+        if ppid == parent and (b"joulectl.sim.serve.child" in cmd) == server:
             out.append(int(entry))
     return out
 
@@ -76,33 +76,38 @@ def _refused(port: int) -> bool:
 
 def test_the_server_process_dies_with_the_run(tmp_path: Path) -> None:
     """SIGTERM, SIGINT and kill -9 of ``simulate run --listen``: no server process is left, the
-    port is closed; Ctrl-C's exit code is the documented 130."""
-    spec = write_spec(tmp_path, ONE_NODE)
+    port is closed; Ctrl-C's exit code is the documented 130. With two workers the run's forked
+    worker processes hold the server's pipe too: the server then notices its parent is gone, and
+    the workers end too (each closes the main process's end of its own pipe)."""
+    spec = write_spec(tmp_path, ONE_NODE.replace("count: 1", "count: 2"))
     runs = {}
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
+    for sig, workers in ((signal.SIGTERM, "1"), (signal.SIGINT, "2"), (signal.SIGKILL, "2")):
         root = tmp_path / sig.name
         proc = subprocess.Popen(
             [sys.executable, "-m", "joulectl", "simulate", "run", spec, "--root", str(root), "--tick", "0.05",
-             "--workers", "1", "--listen", "127.0.0.1:0", "-o", "json"],
+             "--workers", workers, "--listen", "127.0.0.1:0", "-o", "json"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
         runs[sig] = (proc, root)
     try:
         targets = {}
         for sig, (proc, root) in runs.items():
-            assert _wait(lambda r=root, p=proc.pid: (r / "serve.json").exists() and bool(_children(p))), sig
+            # Once the run has ticked (its workers are forked by then): kill it.
+            assert _wait(lambda r=root, p=proc.pid: (r / "metrics.prom").exists() and bool(_children(p))), sig
             port = int(json.loads((root / "serve.json").read_text())["url"].rsplit(":", 1)[1])
-            targets[sig] = (_children(proc.pid)[0], port)
+            targets[sig] = (_children(proc.pid)[0], port, _children(proc.pid, server=False))
             os.kill(proc.pid, sig)
         for sig, (proc, _root) in runs.items():
-            code = proc.wait(timeout=60)
-            stderr = proc.stderr.read().decode() if proc.stderr else ""
+            _out, err = proc.communicate(timeout=60)
+            code, stderr = proc.returncode, err.decode()
             assert "Traceback" not in stderr, stderr
             if sig == signal.SIGINT:
                 assert code == 130, stderr
             else:
                 assert code == -sig
-            child, port = targets[sig]
-            assert _wait(lambda c=child: _gone(c)), f"server process {child} outlived the run after {sig.name}"
+            child, port, workers = targets[sig]
+            assert len(workers) == (0 if sig == signal.SIGTERM else 2)
+            for pid in [child, *workers]:
+                assert _wait(lambda c=pid: _gone(c)), f"process {pid} outlived the run after {sig.name}"
             assert _refused(port)
     finally:
         for proc, _root in runs.values():
