@@ -12,9 +12,9 @@ Presets (SPEC §5):
 - ``efficiency``: governor ``powersave`` and EPP ``power``.
 
 Ordering avoids EBUSY: intel_pstate and amd-pstate refuse an EPP other than ``performance``
-while the governor is ``performance``, so the EPP is written while the governor is not
-``performance``: governor first when leaving ``performance``, EPP first when going to it (on a
-restore). Every write is read back.
+while the governor is ``performance``, so the governor is written first (leaving
+``performance``) and then the EPP; going to ``performance`` writes no EPP (the preset names none,
+and a reset drops the saved one: the driver pins it). Every write is read back.
 """
 
 from __future__ import annotations
@@ -159,11 +159,6 @@ def write_epp(host: Host, policy: CpufreqPolicy, epp: str) -> WriteResult:
     return _write_checked(host, policy, "energy_performance_preference", epp)
 
 
-def epp_first(target_governor: str) -> bool:
-    """Write the EPP before the governor when going to ``performance`` (EBUSY otherwise)."""
-    return target_governor == "performance"
-
-
 def policy_key(policy: CpufreqPolicy) -> str:
     """The journal key and result device of a cpufreq policy: ``cpufreq:policy0``."""
     return f"cpufreq:{policy.name}"
@@ -209,7 +204,7 @@ class CpuGovernor:
 
     def _write(self, journal: Journal, policy: CpufreqPolicy, state: PolicyState, governor: str | None,
                epp: str | None) -> tuple[WriteResult, str | None, str | None]:
-        """Write governor and EPP in the order that avoids EBUSY, and journal what each write
+        """Write the governor, then the EPP (the order that avoids EBUSY), and journal what each write
         left in force as read back, not what was asked: a governor change lets the driver pin
         the EPP (``performance``) or put back the one it saved, and only the readback says
         which. Returns the outcome and the governor and EPP in force after."""
@@ -242,8 +237,7 @@ class CpuGovernor:
                 record("epp", "epp", epp)  # read back by write_epp
             return w
 
-        order = (do_epp, do_gov) if governor is not None and epp_first(governor) else (do_gov, do_epp)
-        for step in order:
+        for step in (do_gov, do_epp):
             w = step()
             if w.status not in OK_STATUSES:
                 return w, now["governor"], now["epp"]

@@ -451,3 +451,17 @@ def test_the_exit_code_breaks_a_tie_between_two_messages_that_name_no_gpu() -> N
     assert nvidia_messages.decide(text, 0, [bus_id])[bus_id].status is Status.UNSUPPORTED  # type: ignore[union-attr]
     assert nvidia_messages.decide(text, 3, [bus_id])[bus_id].status is Status.UNSUPPORTED  # type: ignore[union-attr]
     assert nvidia_messages.decide(text, 4, [bus_id])[bus_id].status is Status.REFUSED  # type: ignore[union-attr]
+
+
+def test_the_message_table_is_frozen_and_hashable() -> None:
+    # one table serves every call (and every device of a run): a row can neither be changed nor
+    # be an unhashable mutable record (written for a survivor of the seed-6151 sample)
+    import dataclasses
+
+    from joulectl.backends.nvidia_messages import ROWS
+
+    row = ROWS[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.key = "changed"  # type: ignore[misc]
+    assert row.key == "power-limit-set"
+    assert len(set(ROWS)) == len(ROWS)
