@@ -388,8 +388,9 @@ def kept_files(model: NodeModel) -> int:
 # -- validation ----------------------------------------------------------------------------------
 
 
-def context(rt: NodeRuntime | None, w: Writable) -> Context:
-    """What else is in force for a store to ``w`` (its policy's governor, turbo, the other limit)."""
+def context(rt: NodeRuntime | None, w: Writable, *, own_limit: bool = True) -> Context:
+    """What else is in force for a store to ``w`` (its policy's governor, turbo, the other limit;
+    ``own_limit=False``: a minimum as asked for, not yet clamped to the policy's maximum)."""
     if rt is None:
         return Context()
     governor = rt.value(w.component, "cpufreq_governor") if w.kind in ("epp", "cpufreq_governor") else None
@@ -397,7 +398,7 @@ def context(rt: NodeRuntime | None, w: Writable) -> Context:
     other: int | None = None
     if w.kind in ("cpufreq_max", "cpufreq_min"):
         turbo = rt.turbo_on()
-        if w.kind == "cpufreq_min":
+        if w.kind == "cpufreq_min" and own_limit:
             hi = rt.value(w.component, "cpufreq_max")
             other = _uint(hi, -1) if hi is not None else None
             other = other if other is not None and other >= 0 else None
@@ -504,6 +505,9 @@ class NodeRuntime:
         self._epp_saved: dict[str, str] = {}
         # scaling_max_freq values turbo-off cut to the base frequency, restored when turbo comes back
         self._turbo_cut: dict[str, str] = {}
+        # scaling_min_freq values asked for above the policy's maximum, shown at the maximum and
+        # restored when the maximum rises again (a freq QoS request: the core keeps min <= max)
+        self._min_asked: dict[str, str] = {}
         sh = _shared(model)
         ws = model.writables
         self.by_component: dict[str, list[Writable]] = {k: [ws[i] for i in v] for k, v in sh.by_component.items()}
@@ -537,6 +541,9 @@ class NodeRuntime:
             cut = cache.get("k")
             if isinstance(cut, dict):
                 self._turbo_cut.update({str(k): str(v) for k, v in cut.items()})
+            asked = cache.get("m")
+            if isinstance(asked, dict):
+                self._min_asked.update({str(k): str(v) for k, v in asked.items()})
         else:
             for w, path in zip(ws, paths, strict=True):
                 w.path = path
@@ -707,7 +714,8 @@ class NodeRuntime:
             flat.extend(w.sig if w.sig is not None else (-1, -1, -1))
         doc = {"v": 2, "u": 0, "f": model_fingerprint(m), "t": self.ledger.tick, "s": flat,
                "w": [w.text for w in m.writables], "c": [c.text for c in m.counters],
-               "h": self._link_groups, "e": self._epp_saved, "k": self._turbo_cut}
+               "h": self._link_groups, "e": self._epp_saved, "k": self._turbo_cut,
+               "m": self._min_asked}
         sig = ledger_mod.signature(self.dir)
         if sig is not None:  # the ledger as of the stop, as its file holds it (values rounded)
             doc["l"] = json.loads(self.ledger.to_json())
@@ -794,6 +802,8 @@ class NodeRuntime:
         w.text = verdict.text
         if w.kind in _FREQ_KINDS:
             self._freq_cache = None
+        if w.kind == "cpufreq_min":
+            self._ask_min(w, store, verdict)
         if w.kind == "cpufreq_governor" and before.strip() != verdict.text.strip():
             self._epp_follows_governor(w.component, before.strip(), verdict.text.strip())
         out = self._sclk_render(w) if w.kind in rules.COMMAND_KINDS else verdict.text
@@ -804,6 +814,8 @@ class NodeRuntime:
             w.sig = sig
         if w.kind in ("no_turbo", "boost") and before.strip() != verdict.text.strip():
             self._turbo_follows(now)
+        if w.kind == "cpufreq_max":
+            self._min_follows(w.component)
 
     def _reject(self, w: Writable, written: str, verdict: Verdict, now: float) -> None:
         self.events.append(Event(now, self.model.node, REJECTED, {
@@ -911,6 +923,42 @@ class NodeRuntime:
             w.sig = write_in_place(w.path, w.text)
             self.writes += 1
             self._sigs_set(w)
+            self._min_follows(w.component)
+        self._freq_cache = None
+
+    def _ask_min(self, w: Writable, store: bytes, verdict: Verdict) -> None:
+        """Remember a ``scaling_min_freq`` asked for above the policy's maximum (shown clamped)."""
+        asked = rules.apply(w.kind, w.rule, store, context(self, w, own_limit=False))
+        if asked.text is not None and asked.text != verdict.text:
+            self._min_asked[w.rel] = asked.text
+        else:
+            self._min_asked.pop(w.rel, None)
+
+    def _min_follows(self, policy: str) -> None:
+        """The cpufreq core keeps a policy's minimum at or under its maximum
+        (``cpufreq_verify_within_limits``: ``policy->min = clamp(min, cpuinfo_min, policy->max)``,
+        the minimum asked for being a freq QoS request that outlives it): a maximum lowered under
+        the minimum pulls the minimum down to it, and raising the maximum again gives back the
+        minimum asked for, up to the new maximum."""
+        wmin = self._index.get((policy, "cpufreq_min"))
+        wmax = self._index.get((policy, "cpufreq_max"))
+        if wmin is None or wmax is None:
+            return
+        hi = _uint(wmax.text, -1)
+        if hi < 0:
+            return
+        asked = self._min_asked.get(wmin.rel, wmin.text)
+        want = min(_uint(asked, 0), hi)
+        if want == _uint(asked, 0):
+            self._min_asked.pop(wmin.rel, None)
+        else:
+            self._min_asked[wmin.rel] = asked
+        if want == _uint(wmin.text, -1):
+            return
+        wmin.text = f"{want}\n"
+        wmin.sig = write_in_place(wmin.path, wmin.text)
+        self.writes += 1
+        self._sigs_set(wmin)
         self._freq_cache = None
 
     def _sigs_set(self, w: Writable) -> None:

@@ -133,6 +133,41 @@ def test_cpuinfo_max_freq_follows_turbo_at_run_time(tmp_path: Path) -> None:
     assert (node / POLICY.format(7) / "scaling_max_freq").read_text() == "3000000\n"  # its own value back
 
 
+def test_the_minimum_follows_the_maximum_down_and_comes_back(tmp_path: Path) -> None:
+    # cpufreq_verify_within_limits (include/linux/cpufreq.h): policy->min = clamp(min, cpuinfo_min,
+    # policy->max); the minimum asked for is a freq QoS request, in force again once the max allows
+    spec, root = _render(tmp_path, "intel-xeon-2s-rapl")
+    node = root / "n-0"
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    (node / POLICY.format(3) / "scaling_min_freq").write_text("3000000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
+    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("1\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_max_freq").read_text() == "2100000\n"
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "2100000\n"
+    assert (node / POLICY.format(4) / "scaling_min_freq").read_text() == "800000\n"  # under the base: left
+    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("0\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
+    # a maximum written under the minimum, and a minimum asked for above the maximum
+    (node / POLICY.format(3) / "scaling_max_freq").write_text("1500000\n")
+    (node / POLICY.format(5) / "scaling_max_freq").write_text("1500000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    (node / POLICY.format(5) / "scaling_min_freq").write_text("2000000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "1500000\n"
+    assert (node / POLICY.format(5) / "scaling_min_freq").read_text() == "1500000\n"
+    (node / POLICY.format(3) / "scaling_max_freq").write_text("2500000\n")
+    (node / POLICY.format(5) / "scaling_max_freq").write_text("4000000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "2500000\n"  # up to the new max
+    assert (node / POLICY.format(5) / "scaling_min_freq").read_text() == "2000000\n"
+    (node / POLICY.format(3) / "scaling_max_freq").write_text("4000000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
+
+
 def test_store_ends_at_nul_and_one_policy_is_its_own_file(tmp_path: Path) -> None:
     spec, root = _render(tmp_path, "intel-xeon-2s-rapl")
     node = root / "n-0"
