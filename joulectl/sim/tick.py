@@ -1176,12 +1176,9 @@ class NodeRuntime:
             if epp is not None and gov != "performance":
                 f = min(f, EPP_FREQ.get(epp, 1.0 - _uint(epp, 0) / 255 * 0.3 if epp.isdigit() else 1.0))
             targets.append(ph.clamp(f, f_lo if f_lo <= f_hi else f_hi, 1.0))
-        f = sum(targets) / len(targets) if targets else 1.0
-        for w in self.by_component.get("cpu", ()):
-            off = (w.kind == "no_turbo" and w.text.strip() == "1") or (w.kind == "boost" and w.text.strip() == "0")
-            if off and w.rule.base_khz and w.rule.max_khz:
-                f = min(f, w.rule.base_khz / w.rule.max_khz)
-        return f
+        # Turbo off needs no cap of its own here: it cuts every policy's scaling_max_freq to the
+        # base clock and the minimum follows the maximum down (_turbo_follows, _min_follows).
+        return sum(targets) / len(targets) if targets else 1.0
 
     def _gpu_step(self, gpu: GpuModel, key: str, util: float, wc: float, wm: float, amb: float, dt_s: float,
                   now: float, caps: dict[str, float | None], dev: dict[str, Any] | None) -> float:

@@ -83,8 +83,8 @@ def _cur(node: Path, rel: str = f"{CPUFREQ}/policy0/scaling_cur_freq") -> str:
 def test_turbo_off_holds_the_clock_at_base_over_a_minimum_above_it(tmp_path: Path) -> None:
     # powersave without EPP runs at scaling_min_freq (kernel Documentation/admin-guide/pm/
     # cpufreq.rst, "powersave"). With the minimum raised to the turbo top, turning turbo off
-    # (intel_pstate no_turbo 1) caps the policy at the base clock: the kernel keeps min <= max,
-    # the emulator leaves the minimum as written and caps the clock at base itself.
+    # (intel_pstate no_turbo 1) caps the policy at the base clock, and the kernel keeps min <= max
+    # (cpufreq_verify_within_limits): the minimum reads the base clock until turbo is back.
     node = _manifest_node(tmp_path)
     rt = _start(node)
     _tick(rt, 1)
@@ -95,12 +95,14 @@ def test_turbo_off_holds_the_clock_at_base_over_a_minimum_above_it(tmp_path: Pat
     (node / NO_TURBO).write_text("1\n")
     _tick(rt, 3)
     assert (node / CPUFREQ / "policy0" / "scaling_max_freq").read_text() == f"{BASE_KHZ}\n"
-    assert (node / CPUFREQ / "policy0" / "scaling_min_freq").read_text() == f"{MAX_KHZ}\n"
+    assert (node / CPUFREQ / "policy0" / "scaling_min_freq").read_text() == f"{BASE_KHZ}\n"
     assert _cur(node) == f"{BASE_KHZ}\n"
     (node / NO_TURBO).write_text("0\n")
     _tick(rt, 4)
     assert (node / CPUFREQ / "policy0" / "scaling_max_freq").read_text() == f"{MAX_KHZ}\n"
+    assert (node / CPUFREQ / "policy0" / "scaling_min_freq").read_text() == f"{MAX_KHZ}\n"
     assert _cur(node) == f"{MAX_KHZ}\n"
+
 
 
 def test_a_clock_counter_of_a_policy_without_a_governor_shows_package_0s_clock(tmp_path: Path) -> None:
