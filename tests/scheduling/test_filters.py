@@ -233,3 +233,13 @@ def test_a_node_whose_spec_is_no_mapping_is_not_taken_for_cordoned() -> None:
     view = node_view(doc)
     assert view.unschedulable is False
     assert filter_reasons(pod({"cpu": "1"}), view) == []
+
+
+def test_reasons_on_a_one_gpu_node_and_memory_under_2_gib() -> None:
+    one = node_view(node("g1", alloc={"nvidia.com/gpu": 1, "memory": "1Gi"}))
+    assert filter_reasons(pod({"nvidia.com/gpu": 2, "memory": "1536Mi"}), one) == [
+        "needs 2 nvidia.com/gpu, node has 1 allocatable", "needs 1.5Gi memory, node has 1Gi allocatable"]
+    running = [pod({"nvidia.com/gpu": 1}, nodeName="g1").pod]
+    used = node_view(node("g1", alloc={"nvidia.com/gpu": 1}), running=running)
+    assert filter_reasons(pod({"nvidia.com/gpu": 1}), used) == [
+        "needs 1 nvidia.com/gpu, node has 0 free (1 used by running pods)"]

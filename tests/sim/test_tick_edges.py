@@ -355,3 +355,30 @@ def test_a_ticks_sample_gives_the_cpu_power_to_the_hundredth_of_a_watt(tmp_path:
     rt.readback(T0 + 1)
     sample = rt.step(T0 + 1, 1.0)
     assert (sample.cpu_w, sample.gpu_w, sample.power_w) == (156.45, 0.0, 156.45)
+
+
+def test_a_refused_value_is_reported_by_its_first_64_characters(tmp_path: Path) -> None:
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    _tick(rt, 1)
+    (node / POLICY.format(0) / "scaling_governor").write_text("x" * 100 + "\n")
+    _tick(rt, 2)
+    assert [(e.attributes["error.type"], e.attributes["value"]) for e in rt.events] == [("einval", "x" * 64)]
+
+
+def test_turbo_turned_off_while_down_cuts_the_maxima_at_the_start(tmp_path: Path) -> None:
+    # no_turbo reads 1 at the start (written while the simulator was down): the policies' maxima
+    # stop at the 2.1 GHz base from the start, as intel_pstate_update_limits leaves them
+    node = _manifest_node(tmp_path)
+    (node / NO_TURBO).write_text("1\n")
+    _start(node)
+    assert (node / CPUFREQ / "policy0" / "scaling_max_freq").read_text() == f"{BASE_KHZ}\n"
+
+
+def test_a_temperature_counter_without_a_modelled_temperature_reads_30_c(tmp_path: Path) -> None:
+    # a temp_mc counter of a component the model does not heat reads the 30 °C the model starts at
+    other = "sys/class/hwmon/hwmon9/temp1_input"
+    node = _manifest_node(tmp_path, extra_counters=({"path": other, "kind": "temp_mc", "component": "uncore"},))
+    rt = _start(node)
+    _tick(rt, 1)
+    assert _cur(node, other) == "30000\n"
