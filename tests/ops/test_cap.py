@@ -589,6 +589,18 @@ def test_twin_governor_goes_through_apply_preset(host: Host, tmp_path: Path) -> 
     assert report.to_dict()["governorResults"][0]["status"] == "applied-unverified"
 
 
+def test_a_dry_run_of_a_twin_governor_asks_the_same_governor(host: Host, tmp_path: Path) -> None:
+    # a dry run takes Deps.governor(), not governor_pair (written for ops/cap.py:491, unreached in
+    # the seed-6151 deciding sample): the injected governor answers, nothing is written
+    node = Node([gpu(0)])
+    text = TWIN.replace("capWattsPerGpu: 300}", "capWattsPerGpu: 300}\n    governor: efficient")
+    report = run(host, node, from_twin=_twin(tmp_path, text), gpu=True, dry_run=True)
+    assert node.governor_calls == [("efficient", True, False)]
+    assert report.governor_results[0].preset == "efficient"
+    assert node.writer.values == {}
+    assert not Path(host.path(journal_mod.JOURNAL_PATH)).exists()
+
+
 def test_twin_for_another_node_is_refused(host: Host, tmp_path: Path) -> None:
     node = Node([gpu(0)], hostname="node-b")
     path = _twin(tmp_path, TWIN)
