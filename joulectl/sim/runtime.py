@@ -648,18 +648,25 @@ def run_entries(
         start = clock()
         prev = start
         k = 0
+        # The schedule's slot: the next tick is due at start + (slot + 1) * tick_s. A tick that
+        # starts late takes the last slot already due and drops the ones it overran (as Go's
+        # time.Ticker drops ticks for a slow receiver): no burst of catch-up ticks, the late
+        # tick's dt covers the gap. --ticks counts ticks; --duration in real time counts slots.
+        slot = 0
+        by_slot = not fast and ticks is None
         last_s = 0.0
-        while (total is None or k < total) and not stop.is_set():
+        while (total is None or (slot if by_slot else k) < total) and not stop.is_set():
             if fast:
                 now = prev + tick_s
             else:
-                wait = start + (k + 1) * tick_s - clock()
+                wait = start + (slot + 1) * tick_s - clock()
                 while wait > 0 and not stop.is_set():
                     time.sleep(min(wait, 0.1))
-                    wait = start + (k + 1) * tick_s - clock()
+                    wait = start + (slot + 1) * tick_s - clock()
                 if stop.is_set():
                     break
                 now = clock()
+                slot = max(slot, int((now - start) // tick_s) - 1)
             dt = max(0.0, now - prev)
             t0 = time.monotonic()
             if workload is None:
@@ -684,6 +691,7 @@ def run_entries(
             summary.tick_seconds.append(last_s)
             summary.power_w = it_w
             k += 1
+            slot += 1
             summary.ticks = k
             if progress is not None:
                 progress(k, total, samples)

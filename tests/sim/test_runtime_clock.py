@@ -83,6 +83,36 @@ def test_a_backward_clock_step_is_a_tick_of_zero_seconds(tmp_path: Path) -> None
     assert summary.ticks == 5 and not summary.interrupted
 
 
+def test_a_late_tick_drops_the_slots_it_overran_and_duration_counts_wall_time(tmp_path: Path) -> None:
+    """``--duration 6`` at 1 s: the second tick starts 4.5 s late (a slow disk). It takes the last
+    slot already due (the one ending at 1005) and drops the three it overran, as Go's time.Ticker
+    drops ticks for a slow receiver: no catch-up ticks follow. The next tick is the next boundary
+    still ahead, 1006, the end of the run's 6 s: 3 ticks, not 6."""
+    spec = _spec(tmp_path)
+    pool = RecordingPool()
+    clock = readings([
+        1000.0,            # start
+        1001.0, 1001.0,    # tick 1 (slot 1)
+        1005.5, 1005.5,    # tick 2, due at 1002, starts at 1005.5: slots 2-4 dropped
+        1006.0, 1006.0,    # tick 3, due at 1006 (slot 6 of 6): the last
+    ])
+    summary = runtime.run_entries([], str(tmp_path), spec.facility, duration_s=6.0, tick_s=1.0, workers=1,
+                                  clock=clock, pool=pool)
+    assert pool.ticks == [(1001.0, 1.0), (1005.5, 4.5), (1006.0, 0.5)]
+    assert summary.ticks == 3 and not summary.interrupted
+
+
+def test_ticks_count_ticks_even_when_slots_are_dropped(tmp_path: Path) -> None:
+    """``--ticks 3`` runs three ticks whatever was dropped (slots bound only a ``--duration``):
+    the same late second tick as above, then a third at the next boundary ahead, 1006 (its first
+    reading, 1005.9, is before it: the loop waits and reads again)."""
+    spec = _spec(tmp_path)
+    pool = RecordingPool()
+    clock = readings([1000.0, 1001.0, 1001.0, 1005.5, 1005.5, 1005.9, 1006.0, 1006.0])
+    runtime.run_entries([], str(tmp_path), spec.facility, ticks=3, tick_s=1.0, workers=1, clock=clock, pool=pool)
+    assert pool.ticks == [(1001.0, 1.0), (1005.5, 4.5), (1006.0, 0.5)]
+
+
 def test_fast_mode_ignores_the_clock_after_the_start(tmp_path: Path) -> None:
     """``fast``: each tick is ``tick_s`` after the previous one, whatever the clock says."""
     spec = _spec(tmp_path)
