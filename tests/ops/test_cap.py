@@ -601,6 +601,16 @@ def test_a_dry_run_of_a_twin_governor_asks_the_same_governor(host: Host, tmp_pat
     assert not Path(host.path(journal_mod.JOURNAL_PATH)).exists()
 
 
+def test_a_gpu_row_names_the_catalog_model_and_the_raw_one_only_without_it(host: Host) -> None:
+    # written for ops/cap.py:638 (`dev.model or dev.raw_model` -> `and`) of the seed-6151 sample
+    named, unnamed = gpu(0), gpu(1)
+    named.raw_model = "NVIDIA H100 80GB HBM3"
+    unnamed.model, unnamed.raw_model = "", "NVIDIA Graphics Device"
+    report = run(host, Node([named, unnamed]), pct=60, gpu=True, dry_run=True)
+    assert [(r.device, r.model) for r in report.results] == [
+        ("0000:10:00.0", "H100-SXM5-80GB"), ("0000:11:00.0", "NVIDIA Graphics Device")]
+
+
 def test_twin_for_another_node_is_refused(host: Host, tmp_path: Path) -> None:
     node = Node([gpu(0)], hostname="node-b")
     path = _twin(tmp_path, TWIN)
