@@ -234,7 +234,8 @@ def node_facts(
 
     # -- GPU ---------------------------------------------------------------------------------
     count, count_source = node_gpu_count(node, hardware)
-    devices = [d for d in hw_gpu.get("devices") or [] if isinstance(d, Mapping)] if hw_gpu else []
+    raw_devices = hw_gpu.get("devices") if hw_gpu else None
+    devices = [d for d in raw_devices if isinstance(d, Mapping)] if isinstance(raw_devices, list) else []
     label_product = next(
         (strip_gfd_suffix(label(k)) for k in gpu_config().label_keys if label(k).strip()), None
     )

@@ -181,3 +181,15 @@ def test_governor_inferred_without_nodehardware(kube: SimpleNamespace) -> None:
     opted_in = frozenset({normalize("AMD_Instinct_MI300X")})
     m = facts(kube.gpu_node("m", kube.MI300X, "amd.com/gpu", 8), sustained=opted_in)
     assert "sustained" in m.governor_presets
+
+
+def test_a_devices_field_that_is_not_a_list_is_read_as_no_device_list(kube: SimpleNamespace) -> None:
+    # A NodeHardware edited by hand (or by a fuzzer) with `devices: 1`: plan reads the GPU's own
+    # fields and ignores the list, as it ignores any other field of the wrong type; it was a
+    # TypeError ('int' object is not iterable), an internal error of `plan --hardware`.
+    hw = kube.nodehardware("g", count=2, model="Some GPU", min_w=200, max_w=350)
+    for bad in (1, 2.5, True, "abc"):
+        hw["status"]["gpu"]["devices"] = bad
+        f = facts(kube.gpu_node("g", {}, "nvidia.com/gpu", 2), hw)
+        p = plan_caps(f, "eco", PlanOptions(absolute_caps=True))
+        assert p.gpu is not None and p.gpu["powerCap"]["capWattsPerGpu"] == 210, bad

@@ -128,16 +128,20 @@ def test_a_store_through_one_hard_link_is_read_back_through_the_other(tmp_path: 
     os.link(first, second)
     model = layout.scan(str(node), node.name, None)
     marks = ReadbackMarks()
-    watcher = inotify.Watcher(inotify.Inotify())
-    watcher.watch(marks, os.fsencode(os.path.join(str(node), "")),
-                  inotify.dir_groups([w.rel for w in model.writables]))
-    rt = NodeRuntime(str(node), model, BaseLoad(), marks=marks)
-    _tick(rt, 1)
-    assert rt.value("policy1", "cpufreq_max") == "4000000"
-    with open(first, "w") as fh:
-        fh.write("2000000\n")
-    watcher.drain()
-    assert len(marks.dirty) == 1
+    ino = inotify.Inotify()
+    try:  # closed: a leaked instance counts against the watch-limit tests run later in this process
+        watcher = inotify.Watcher(ino)
+        watcher.watch(marks, os.fsencode(os.path.join(str(node), "")),
+                      inotify.dir_groups([w.rel for w in model.writables]))
+        rt = NodeRuntime(str(node), model, BaseLoad(), marks=marks)
+        _tick(rt, 1)
+        assert rt.value("policy1", "cpufreq_max") == "4000000"
+        with open(first, "w") as fh:
+            fh.write("2000000\n")
+        watcher.drain()
+        assert len(marks.dirty) == 1
+    finally:
+        ino.close()
     _tick(rt, 2)
     assert rt.value("policy0", "cpufreq_max") == "2000000"
     assert rt.value("policy1", "cpufreq_max") == "2000000"
