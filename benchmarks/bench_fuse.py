@@ -24,8 +24,10 @@ Method:
   CPU at each wake-up), so "other CPU" is what an idle machine shows and "same CPU" the floor.
 - The loop: three more runs of ``--ab-nodes`` (default 2) nodes each, on their own roots, served
   at once: one with ``JOULECTL_FUSE_SPIN_US=0`` (the loop sleeps after every request, as libfuse's
-  own loop), one with the default polling, one with ``JOULECTL_FUSE_COLOCATE=1`` too (on a quiet
-  machine the loop moves to the reader's CPU as SCHED_IDLE: joulectl/sim/fuse/colocate.py); reads
+  own loop), one with polling only (``JOULECTL_FUSE_COLOCATE=0``), one with polling and
+  colocation, the default (on a quiet machine the loop moves to the reader's CPU as SCHED_IDLE:
+  joulectl/sim/fuse/colocate.py); each variant sets both variables, whatever the caller's
+  environment says; reads
   from this process alternate between them in blocks of 100 (unpinned, and with the FUSE threads
   on CPU 0 and this process on CPU 1; a colocating loop moves anyway), then
   ``discover -o json`` alternately; the CPU time of each FUSE thread per read
@@ -170,14 +172,14 @@ def _placement(pid: int, node: Path, n: int) -> None:
 
 #: The loop variants of the polling A/B: label, root suffix, environment.
 VARIANTS: tuple[tuple[str, str, dict[str, str]], ...] = (
-    ("no polling", "nopoll", {"JOULECTL_FUSE_SPIN_US": "0"}),
-    ("polling (default)", "default", {}),
-    ("polling + colocate", "colocate", {"JOULECTL_FUSE_COLOCATE": "1"}),
+    ("no polling", "nopoll", {"JOULECTL_FUSE_SPIN_US": "0", "JOULECTL_FUSE_COLOCATE": "0"}),
+    ("polling", "default", {"JOULECTL_FUSE_COLOCATE": "0"}),
+    ("polling + colocate (default)", "colocate", {"JOULECTL_FUSE_COLOCATE": "1"}),
 )
 
 
 def _polling(base: Path, count: int, n: int, discovers: int) -> None:
-    """The request loop without polling (JOULECTL_FUSE_SPIN_US=0), with the default polling, and with
+    """The request loop without polling (JOULECTL_FUSE_SPIN_US=0), with polling only, and with
     polling and JOULECTL_FUSE_COLOCATE=1, served at once."""
     runs = []
     spec = base / f"spec-ab-{count}.yaml"

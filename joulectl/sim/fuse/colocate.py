@@ -1,4 +1,5 @@
-"""Opt-in (``JOULECTL_FUSE_COLOCATE=1``): keep the FUSE loop on the CPU of the process it serves.
+"""On by default (``JOULECTL_FUSE_COLOCATE=0`` turns it off): keep the FUSE loop on the CPU of the
+process it serves while the machine is quiet.
 
 Why (docs/simulate.md, "Speed of a read"): on an idle machine the scheduler wakes each side of a
 request on an idle CPU when there is one (``select_idle_sibling``), so a reader and the FUSE loop
@@ -13,8 +14,8 @@ it is used only while the machine looks quiet (a one-minute load average under
 :data:`QUIET_LOAD` and at most :data:`QUIET_RUNNING` runnable tasks in ``/proc/loadavg``, checked
 every :data:`CHECK_S`), only during a burst (the loop returns to its
 policy and CPUs before it sleeps), and only where the thread may return to ``SCHED_OTHER`` (root,
-or ``RLIMIT_NICE`` allowing it). Off by default: it was built on a loaded machine and is measured by
-``benchmarks/bench_fuse.py``'s polling A/B.
+or ``RLIMIT_NICE`` allowing it). Measured by ``benchmarks/bench_fuse.py``'s polling A/B: on the
+quiet machine it halves a read's time next to polling alone (docs/PERFORMANCE.md, FUSE section).
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ _PID_OFFSET = 32  # struct fuse_in_header: len, opcode, unique, nodeid, uid, gid
 
 
 def enabled() -> bool:
-    """Whether ``JOULECTL_FUSE_COLOCATE`` asks for it (``1``; unset or ``0``: no)."""
+    """Whether the loop colocates: ``JOULECTL_FUSE_COLOCATE`` unset or ``1``: yes; ``0``: no."""
     raw = os.environ.get(ENV, "").strip()
     if raw not in ("", "0", "1"):
         from joulectl.errors import InputError
 
         raise InputError(f"{raw!r} is neither 0 nor 1", field=ENV)
-    return raw == "1"
+    return raw != "0"
 
 
 def _may_leave_idle() -> bool:

@@ -31,6 +31,15 @@ def test_spin_time_from_the_environment(monkeypatch: pytest.MonkeyPatch, raw: st
     assert loop.spin_s() == expected
 
 
+@pytest.mark.parametrize(("raw", "expected"), [(None, True), ("", True), ("1", True), (" 0 ", False)])
+def test_colocation_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: bool) -> None:
+    if raw is None:
+        monkeypatch.delenv(colocate.ENV, raising=False)
+    else:
+        monkeypatch.setenv(colocate.ENV, raw)
+    assert colocate.enabled() is expected
+
+
 @requires_fuse
 @pytest.mark.parametrize(("name", "raw", "problem"), [
     (loop.SPIN_ENV, "abc", "is not a whole number of µs from 0 to 100000"),
