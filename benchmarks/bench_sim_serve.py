@@ -29,7 +29,8 @@ Method:
 - The load average is printed with each figure (the machine may be shared).
 
 Usage: ``python benchmarks/bench_sim_serve.py [--nodes N] [--root DIR] [--requests R] [--rate Q]
-[--seconds S] [--rounds K] [--keep]``.
+[--seconds S] [--rounds K] [--workers W] [--keep]`` (``--workers``: the tick loop's worker
+processes, default 1; with more, "tick loop thread" is the main process's share of a tick only).
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes of the tick loop (default 1)")
     args = ap.parse_args()
 
     from joulectl.sim import runtime
@@ -183,7 +185,7 @@ def main() -> None:
     result: dict[str, Any] = {}
 
     def run() -> None:
-        result["summary"] = runtime.run(str(spec), str(root), ticks=10_000, tick_s=1.0, workers=1,
+        result["summary"] = runtime.run(str(spec), str(root), ticks=10_000, tick_s=1.0, workers=args.workers,
                                         on_start=face.on_start, on_tick=on_tick, stop_event=stop)
 
     ticks_seen: list[float] = []
