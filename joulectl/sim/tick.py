@@ -955,6 +955,13 @@ class NodeRuntime:
             self._min_asked[wmin.rel] = asked
         if want == _uint(wmin.text, -1):
             return
+        if wmin.sig is not None:
+            try:
+                st = os.lstat(wmin.path)
+            except OSError:
+                return
+            if (st.st_mtime_ns, st.st_size, st.st_ino) != wmin.sig:
+                return  # an agent's store to the minimum is pending: its readback takes it against this maximum
         wmin.text = f"{want}\n"
         wmin.sig = write_in_place(wmin.path, wmin.text)
         self.writes += 1

@@ -166,6 +166,23 @@ def test_the_minimum_follows_the_maximum_down_and_comes_back(tmp_path: Path) -> 
     (node / POLICY.format(3) / "scaling_max_freq").write_text("4000000\n")
     runtime.run(spec, str(root), ticks=1, fast=True)
     assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
+    # a minimum and a lower maximum written between two ticks (cpupower frequency-set -d 800MHz
+    # -u 1500MHz): both are taken, the minimum as written, whatever order the tick reads them in
+    (node / POLICY.format(3) / "scaling_min_freq").write_text("800000\n")
+    (node / POLICY.format(3) / "scaling_max_freq").write_text("1500000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "800000\n"
+    assert (node / POLICY.format(3) / "scaling_max_freq").read_text() == "1500000\n"
+    # a minimum asked for above the base clock while turbo is off is a request turbo gives back
+    (node / POLICY.format(3) / "scaling_max_freq").write_text("4000000\n")
+    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("1\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    (node / POLICY.format(3) / "scaling_min_freq").write_text("3000000\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "2100000\n"
+    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("0\n")
+    runtime.run(spec, str(root), ticks=1, fast=True)
+    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
 
 
 def test_store_ends_at_nul_and_one_policy_is_its_own_file(tmp_path: Path) -> None:
