@@ -15,6 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as parse_prometheus
 
 from joulectl.sim import ledger as lg
+from joulectl.sim import runtime
 from joulectl.sim.serve.face import NetworkFace, serving_url
 from joulectl.sim.serve.http import parse_listen, to_openmetrics, wants_openmetrics
 
@@ -346,3 +347,24 @@ def test_the_network_face_is_imported_only_when_asked_for(tmp_path: Path) -> Non
         proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                               env={**os.environ, "NO_COLOR": "1"}, timeout=120)
         assert "HEAVY 0 []" in proc.stderr, (args, proc.stderr)
+
+
+def test_status_watch_reads_the_served_snapshot_not_the_trees(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """``simulate status --watch`` asks the running server (``serve.json`` names it) for its
+    snapshot: two more ticks run on the trees without the server show in ``simulate status``
+    (tick 5) but not in the watch, which shows the snapshot the server holds (tick 3)."""
+    s = serve(tmp_path)
+    try:
+        runtime.run(s.spec, str(s.root), ticks=2, fast=True, workers=1)
+        status, doc = s.get_json("/healthz")
+        assert (status, doc["tick"]) == (200, 3)
+        trees = cli("simulate", "status", "--root", s.root, "-o", "json")
+        assert trees.exit_code == 0, trees.stderr
+        assert {n["ticks"] for n in json.loads(trees.stdout)["nodes"]} == {5}
+        watch = cli("simulate", "status", "--root", s.root, "--watch", "0.1", "--count", "1")
+        assert watch.exit_code == 0, watch.stderr
+        rows = [line.split() for line in watch.stdout.splitlines()[1:] if line.strip()]
+        header = watch.stdout.splitlines()[0].split()
+        assert rows and {r[header.index("TICKS")] for r in rows} == {"3"}, watch.stdout
+    finally:
+        s.face.close()
