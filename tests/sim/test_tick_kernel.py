@@ -28,6 +28,7 @@ spec:
 """
 POLICY = "sys/devices/system/cpu/cpufreq/policy{}"
 RAPL0 = "sys/devices/virtual/powercap/intel-rapl/intel-rapl:0"
+NO_TURBO = "sys/devices/system/cpu/intel_pstate/no_turbo"
 
 
 def _render(tmp_path: Path, profile: str) -> tuple[str, Path]:
@@ -138,51 +139,63 @@ def test_the_minimum_follows_the_maximum_down_and_comes_back(tmp_path: Path) -> 
     # policy->max); the minimum asked for is a freq QoS request, in force again once the max allows
     spec, root = _render(tmp_path, "intel-xeon-2s-rapl")
     node = root / "n-0"
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    (node / POLICY.format(3) / "scaling_min_freq").write_text("3000000\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
-    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("1\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_max_freq").read_text() == "2100000\n"
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "2100000\n"
-    assert (node / POLICY.format(4) / "scaling_min_freq").read_text() == "800000\n"  # under the base: left
-    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("0\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
+
+    def put(policy: int, limit: str, khz: int) -> None:
+        (node / POLICY.format(policy) / f"scaling_{limit}_freq").write_text(f"{khz}\n")
+
+    def freq(policy: int, limit: str) -> int:
+        text = (node / POLICY.format(policy) / f"scaling_{limit}_freq").read_text()
+        assert text == f"{int(text)}\n", text  # a decimal and a newline, as the kernel prints it
+        return int(text)
+
+    def tick() -> None:
+        runtime.run(spec, str(root), ticks=1, fast=True)
+
+    tick()
+    put(3, "min", 3000000)
+    tick()
+    assert freq(3, "min") == 3000000
+    (node / NO_TURBO).write_text("1\n")
+    tick()
+    assert freq(3, "max") == 2100000
+    assert freq(3, "min") == 2100000
+    assert freq(4, "min") == 800000  # under the base: left
+    (node / NO_TURBO).write_text("0\n")
+    tick()
+    assert freq(3, "min") == 3000000
     # a maximum written under the minimum, and a minimum asked for above the maximum
-    (node / POLICY.format(3) / "scaling_max_freq").write_text("1500000\n")
-    (node / POLICY.format(5) / "scaling_max_freq").write_text("1500000\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    (node / POLICY.format(5) / "scaling_min_freq").write_text("2000000\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "1500000\n"
-    assert (node / POLICY.format(5) / "scaling_min_freq").read_text() == "1500000\n"
-    (node / POLICY.format(3) / "scaling_max_freq").write_text("2500000\n")
-    (node / POLICY.format(5) / "scaling_max_freq").write_text("4000000\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "2500000\n"  # up to the new max
-    assert (node / POLICY.format(5) / "scaling_min_freq").read_text() == "2000000\n"
-    (node / POLICY.format(3) / "scaling_max_freq").write_text("4000000\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
+    put(3, "max", 1500000)
+    put(5, "max", 1500000)
+    tick()
+    put(5, "min", 2000000)
+    tick()
+    assert freq(3, "min") == 1500000
+    assert freq(5, "min") == 1500000
+    put(3, "max", 2500000)
+    put(5, "max", 4000000)
+    tick()
+    assert freq(3, "min") == 2500000  # up to the new max
+    assert freq(5, "min") == 2000000
+    put(3, "max", 4000000)
+    tick()
+    assert freq(3, "min") == 3000000
     # a minimum and a lower maximum written between two ticks (cpupower frequency-set -d 800MHz
     # -u 1500MHz): both are taken, the minimum as written, whatever order the tick reads them in
-    (node / POLICY.format(3) / "scaling_min_freq").write_text("800000\n")
-    (node / POLICY.format(3) / "scaling_max_freq").write_text("1500000\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "800000\n"
-    assert (node / POLICY.format(3) / "scaling_max_freq").read_text() == "1500000\n"
+    put(3, "min", 800000)
+    put(3, "max", 1500000)
+    tick()
+    assert freq(3, "min") == 800000
+    assert freq(3, "max") == 1500000
     # a minimum asked for above the base clock while turbo is off is a request turbo gives back
-    (node / POLICY.format(3) / "scaling_max_freq").write_text("4000000\n")
-    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("1\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    (node / POLICY.format(3) / "scaling_min_freq").write_text("3000000\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "2100000\n"
-    (node / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("0\n")
-    runtime.run(spec, str(root), ticks=1, fast=True)
-    assert (node / POLICY.format(3) / "scaling_min_freq").read_text() == "3000000\n"
+    put(3, "max", 4000000)
+    (node / NO_TURBO).write_text("1\n")
+    tick()
+    put(3, "min", 3000000)
+    tick()
+    assert freq(3, "min") == 2100000
+    (node / NO_TURBO).write_text("0\n")
+    tick()
+    assert freq(3, "min") == 3000000
 
 
 def test_store_ends_at_nul_and_one_policy_is_its_own_file(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -116,18 +118,26 @@ def test_the_server_process_dies_with_the_run(tmp_path: Path) -> None:
                 proc.wait()
 
 
-def _run_served(tmp_path: Path, warnings: list[str]) -> tuple[NetworkFace, Served, threading.Thread, dict[str, object],
-                                                               threading.Event]:
+@contextmanager
+def _served_run(tmp_path: Path, warnings: list[str]) -> Iterator[tuple[NetworkFace, Served, threading.Thread]]:
+    """A real-time run of one node serving on a free port, its server up and at tick 2; at the end
+    the run is stopped and joined, the face closed, and the run must have ended without an error."""
     spec = write_spec(tmp_path, ONE_NODE)
     root = tmp_path / "root"
     face = NetworkFace(str(root), listen=("127.0.0.1", 0), warn=warnings.append)
     stop = threading.Event()
     thread, result = run_in_thread(spec, root, face, ticks=1_000_000, tick_s=0.05, stop=stop)
-    assert _wait(lambda: face.server is not None or not thread.is_alive()), result.get("error")
-    assert face.server is not None, result.get("error")
-    served = Served(root, spec, face, face.server.host, face.server.port)
-    wait_for_tick(served, 2)
-    return face, served, thread, result, stop
+    try:
+        assert _wait(lambda: face.server is not None or not thread.is_alive()), result.get("error")
+        assert face.server is not None, result.get("error")
+        served = Served(root, spec, face, face.server.host, face.server.port)
+        wait_for_tick(served, 2)
+        yield face, served, thread
+    finally:
+        stop.set()
+        thread.join(60)
+        face.close()
+    assert "error" not in result, result.get("error")
 
 
 def _tick(face: NetworkFace) -> int:
@@ -137,8 +147,7 @@ def _tick(face: NetworkFace) -> int:
 
 def test_a_crashed_server_process_is_reported_and_restarted_on_the_same_port(tmp_path: Path) -> None:
     warnings: list[str] = []
-    face, served, thread, result, stop = _run_served(tmp_path, warnings)
-    try:
+    with _served_run(tmp_path, warnings) as (face, served, thread):
         old = face.server.pid
         os.kill(old, signal.SIGKILL)
         assert _wait(lambda: bool(warnings)), "the crash was not reported"
@@ -151,17 +160,11 @@ def test_a_crashed_server_process_is_reported_and_restarted_on_the_same_port(tmp
         status, doc = served.get_json("/telemetry/vm-0")
         assert status == 200 and doc["tick"] > after - 1
         assert thread.is_alive()
-    finally:
-        stop.set()
-        thread.join(60)
-        face.close()
-    assert "error" not in result, result.get("error")
 
 
 def test_after_its_restarts_the_run_stops_serving_and_goes_on(tmp_path: Path) -> None:
     warnings: list[str] = []
-    face, served, thread, result, stop = _run_served(tmp_path, warnings)
-    try:
+    with _served_run(tmp_path, warnings) as (face, served, _thread):
         face.server.max_restarts = 0
         old = face.server.pid
         os.kill(old, signal.SIGKILL)
@@ -172,35 +175,26 @@ def test_after_its_restarts_the_run_stops_serving_and_goes_on(tmp_path: Path) ->
         assert _refused(served.port)
         ticks = _tick(face)
         assert _wait(lambda: _tick(face) >= ticks + 3)  # the tick loop keeps going
-    finally:
-        stop.set()
-        thread.join(60)
-        face.close()
-    assert "error" not in result, result.get("error")
 
 
 def test_a_stopped_server_process_does_not_stall_the_tick_loop(tmp_path: Path) -> None:
     """SIGSTOP the server process: the run ticks on (its writer keeps only the newest snapshot);
     after SIGCONT the server serves a tick made while it was stopped, whole."""
     warnings: list[str] = []
-    face, served, thread, result, stop = _run_served(tmp_path, warnings)
-    pid = face.server.pid
-    try:
-        os.kill(pid, signal.SIGSTOP)
-        stopped_at = _tick(face)
-        assert _wait(lambda: _tick(face) >= stopped_at + 20), "the tick loop stalled behind a stopped server"
-        os.kill(pid, signal.SIGCONT)
-        wait_for_tick(served, stopped_at + 20)
-        status, doc = served.get_json("/telemetry")
-        assert status == 200
-        assert {n["tick"] for n in doc["nodes"]} == {doc["tick"]}
-        assert warnings == []
-    finally:
-        os.kill(pid, signal.SIGCONT)
-        stop.set()
-        thread.join(60)
-        face.close()
-    assert "error" not in result, result.get("error")
+    with _served_run(tmp_path, warnings) as (face, served, _thread):
+        pid = face.server.pid
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            stopped_at = _tick(face)
+            assert _wait(lambda: _tick(face) >= stopped_at + 20), "the tick loop stalled behind a stopped server"
+            os.kill(pid, signal.SIGCONT)
+            wait_for_tick(served, stopped_at + 20)
+            status, doc = served.get_json("/telemetry")
+            assert status == 200
+            assert {n["tick"] for n in doc["nodes"]} == {doc["tick"]}
+            assert warnings == []
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.parametrize(("code", "text"), [(-9, "killed by SIGKILL"), (-15, "killed by SIGTERM"), (1, "exit code 1"),
