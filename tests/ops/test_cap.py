@@ -353,6 +353,20 @@ def test_clamped_readback_is_an_error_and_journaled(host: Host) -> None:
     assert journal_of(host)["devices"]["0000:10:00.0"]["original"] == {"capWatts": 150}
 
 
+def test_a_readback_10_mw_from_the_cap_before_is_a_change_and_journaled(host: Host) -> None:
+    # SAME_W: two caps *closer* than 10 mW are the same value. A device that read 10 mW (sysfs
+    # 10000 uW) and holds 20 mW after a refused write has changed by exactly 10 mW (0.02 - 0.01 is
+    # exactly 0.01 in binary floating point): the change is journaled, 10 mW as the original
+    # (kills ops/cap.py:620 `_same`: `abs(a - b) < SAME_W` -> `<=`)
+    node = Node([gpu(0, vendor="amd", max_w=300, min_w=None, cap=0.01, model="MI210")])
+    node.writer.clamp = {"0000:10:00.0": 0.02}
+    report = run(host, node, watts=100)
+    r = report.results[0]
+    assert (r.status, r.before_w, r.target_w, r.after_w) == (Status.ERROR, 0.01, 100, 0.02)
+    rec = journal_of(host)["devices"]["0000:10:00.0"]
+    assert rec["original"] == {"capWatts": 0.01} and rec["current"] == {"capWatts": 0.02}
+
+
 def test_backend_exception_fails_its_rows_only(host: Host) -> None:
     class Broken:
         def set_caps(self, host: Host, requests: list[tuple[Any, float]]) -> list[WriteOutcome]:
