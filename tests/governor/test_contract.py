@@ -152,3 +152,29 @@ def test_a_gpu_without_governor_backend_shows_its_raw_model_when_unnamed(tmp_pat
     other.vendor, other.model, other.raw_model = "acme", None, "Acme X1 Accelerator"
     rows, _ = gov.show(Host(str(tmp_path)), inventory([other]), Journal(), gpu=True, cpu=False)
     assert (rows[0].model, rows[0].in_force) == ("Acme X1 Accelerator", "no governor")
+
+
+def test_the_library_reset_undoes_the_cpus_unless_told(tmp_path: Path) -> None:
+    # reset() without gpu/cpu restores everything joulectl set, the cpufreq policies too (its
+    # docstring: "every lock and level joulectl set"); cpu=False leaves them as set. The GPU,
+    # which joulectl never set, stays untouched either way
+    from joulectl.ops import governor as gov
+
+    amd_tree(tmp_path, 0, level="auto")
+    pols = [policy_tree(tmp_path, n, governor="powersave", epp="balance_power") for n in range(2)]
+    host, inv = Host(str(tmp_path)), inventory([amd_gpu(0, sclk=[500, 2100])], pols)
+    pol = tmp_path / "sys/devices/system/cpu/cpufreq"
+
+    def state() -> list[tuple[str, str]]:
+        return [((pol / f"policy{n}/scaling_governor").read_text().strip(),
+                 (pol / f"policy{n}/energy_performance_preference").read_text().strip()) for n in range(2)]
+
+    journal = Journal()
+    gov.apply_preset(host, inv, journal, "efficiency", gpu=False, cpu=True)
+    assert state() == [("powersave", "power")] * 2
+    gpu_only = gov.reset(host, inv, journal, cpu=False)
+    assert [(r.status, r.message) for r in gpu_only] == [(Status.UNCHANGED, "nothing set by joulectl")]
+    assert state() == [("powersave", "power")] * 2
+    results = gov.reset(host, inv, journal)
+    assert [r.status for r in results] == [Status.UNCHANGED, Status.APPLIED, Status.APPLIED]
+    assert state() == [("powersave", "balance_power")] * 2

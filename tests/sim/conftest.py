@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,19 @@ from joulectl.sim.profiles import builtin_profile_names
 from joulectl.sim.tree import render_nodes
 
 API = "sim.joulie.io/v1alpha1"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tick_layouts() -> Iterator[None]:
+    """Every test computes sim/tick.py's per-layout shared data itself: the module keeps it in a
+    cache (``_SHARED``) that the first test of a process to tick a layout would fill for the
+    later ones, so a test would pass or fail by which tests ran before it in the process, and the
+    mutation script's map (scripts/mutate.py: which test ran a line) would tie those lines to the
+    first test alone (docs/TESTING.md, "Mutation testing")."""
+    tick = sys.modules.get("joulectl.sim.tick")
+    if tick is not None:
+        tick._SHARED.clear()
+    yield
 
 
 def spec_doc(pools: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:

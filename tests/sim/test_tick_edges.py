@@ -386,3 +386,33 @@ def test_a_temperature_counter_without_a_modelled_temperature_reads_30_c(tmp_pat
     rt = _start(node)
     _tick(rt, 1)
     assert _cur(node, other) == "30000\n"
+
+
+def test_a_gt_minimum_above_a_0_mhz_maximum_is_refused(tmp_path: Path) -> None:
+    # i915 intel_rps_set_min_frequency / xe xe_guc_pc_set_min_freq refuse a minimum above the
+    # maximum in force (EINVAL), whatever that maximum is. A manifest may leave RPn out (no floor),
+    # so a maximum of 0 MHz can be in force: a minimum of 100 MHz is then refused, put back to 0
+    gt = "sys/bus/pci/devices/0000:4d:00.0/drm/card0/gt/gt0"
+    node = tmp_path / "g1"
+    (node / gt).mkdir(parents=True)
+    (node / gt / "rps_min_freq_mhz").write_text("0\n")
+    (node / gt / "rps_max_freq_mhz").write_text("2050\n")
+    (node / "state").mkdir()
+    (node / "state" / "manifest.json").write_text(json.dumps({
+        "layoutVersion": 2, "node": "g1", "profile": "hand-written",
+        "writable": [
+            {"path": f"{gt}/rps_min_freq_mhz", "kind": "intel_gt_min", "component": "gpu0",
+             "rule": {"rp0Mhz": 2050, "default": "0"}},
+            {"path": f"{gt}/rps_max_freq_mhz", "kind": "intel_gt_max", "component": "gpu0",
+             "rule": {"rp0Mhz": 2050, "default": "2050"}},
+        ],
+        "counters": [],
+    }))
+    rt = _start(node)
+    _tick(rt, 1)
+    (node / gt / "rps_max_freq_mhz").write_text("0\n")
+    _tick(rt, 2)
+    assert (node / gt / "rps_max_freq_mhz").read_text() == "0\n"  # min 0 <= max 0: taken
+    (node / gt / "rps_min_freq_mhz").write_text("100\n")
+    _tick(rt, 3)
+    assert (node / gt / "rps_min_freq_mhz").read_text() == "0\n"
