@@ -410,6 +410,30 @@ def test_device_selection(host: Host) -> None:
     assert str(exc.value) == "--device A100 matched no GPU (this node has 3 GPUs)"
 
 
+@pytest.mark.parametrize(("flags", "asked"), [
+    ({"pct": 60}, (True, False)),  # SPEC §4: the target defaults to the GPUs
+    ({"pct": 60, "gpu": True}, (True, False)),
+    ({"watts": 200, "cpu": True}, (False, True)),
+    ({"watts": 200, "all_": True}, (True, True)),
+    ({"restore": True, "cpu": True}, (False, True)),
+])
+def test_the_inventory_is_asked_for_the_targets_of_the_run_only(host: Host, flags: dict[str, Any],
+                                                                asked: tuple[bool, bool]) -> None:
+    # one inventory, of the GPUs, the CPU or both as the flags say: a CPU cap does not query
+    # nvidia-smi, a GPU cap does not read powercap (kills ops/cap.py:115 `wants_cpu`'s `or` -> `and`)
+    node = Node([gpu(0)], [zone(0)])
+    calls: list[tuple[bool, bool]] = []
+
+    def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None) -> NodeInventory:
+        calls.append((gpus, cpu))
+        return node.inventory(host, gpus=gpus, cpu=cpu, node_name=node_name)
+
+    deps = node.deps()
+    deps.inventory = inventory
+    execute(host, build_request(dry_run=True, **flags), deps)
+    assert calls == [asked]
+
+
 def test_no_gpu_is_exit_3(host: Host) -> None:
     node = Node([], [zone(0)])
     with pytest.raises(NoDeviceError) as exc:
@@ -427,6 +451,26 @@ def test_cpu_pct_of_constraint_max(host: Host) -> None:
     assert [(r.device, r.target_w, r.status) for r in report.results] == [
         ("intel-rapl:0", 210, Status.APPLIED), ("intel-rapl:1", 210, Status.APPLIED)]
     assert report.results[0].kind == "cpu"
+
+
+def test_a_cpu_row_names_the_cpu_model_and_the_zone_only_without_one(host: Host) -> None:
+    # the row's MODEL is the CPU's (the raw /proc/cpuinfo "model name" first), and the zone's name
+    # ("package-0") only when the node reports no CPU model; its VENDOR the CPU's, "cpu" when unknown
+    # (kills ops/cap.py:656 `model or zone.name` -> `and`, `vendor or "cpu"` -> `and`)
+    named = Node([], [zone(0)])
+    report = run(host, named, watts=200, cpu=True, dry_run=True)
+    assert [(r.device, r.vendor, r.model) for r in report.results] == [("intel-rapl:0", "intel", "Xeon")]
+
+    def unnamed_inventory(host: Host, **kw: Any) -> NodeInventory:
+        inv = Node.inventory(unnamed, host, **kw)
+        inv.cpu.vendor = inv.cpu.raw_model = inv.cpu.model = None
+        return inv
+
+    unnamed = Node([], [zone(0)])
+    deps = unnamed.deps()
+    deps.inventory = unnamed_inventory
+    report = execute(host, build_request(watts=200, cpu=True, dry_run=True), deps)
+    assert [(r.device, r.vendor, r.model) for r in report.results] == [("intel-rapl:0", "cpu", "package-0")]
 
 
 def test_cpu_locked_constraint_is_blocked(host: Host) -> None:
