@@ -85,6 +85,20 @@ def test_secondary_without_primary_says_so(root: Path, trees: ModuleType) -> Non
     assert g.control.reason == "secondary die (power1_cap reads 0) and no primary die found"
 
 
+def test_a_secondary_is_never_paired_with_a_board_of_another_device_id(root: Path, trees: ModuleType) -> None:
+    # the primary rule counts only dies with the secondary's PCI device id (module docstring,
+    # docs/hardware.md §1.3): a W7900 (0x7448) on an earlier bus is no primary of an MI250X die
+    # (0x740C) whose primary is missing (kills backends/amd.py:195 `d == dev_id and g.holds_limit`
+    # -> `or`)
+    trees.amd_2s_host(root)
+    trees.amdgpu(root, "0000:03:00.0", device=0x7448, cap_uw=241_000_000, cap_max_uw=241_000_000)
+    trees.amdgpu(root, "0000:c6:00.0", device=0x740C, cap_uw=0, cap_max_uw=560_000_000)
+    w7900, die = amd.discover(Host(str(root)))
+    assert (w7900.bus_id, w7900.holds_limit, w7900.primary_bus_id) == ("0000:03:00.0", True, None)
+    assert (die.bus_id, die.holds_limit, die.primary_bus_id) == ("0000:c6:00.0", False, None)
+    assert die.control.reason == "secondary die (power1_cap reads 0) and no primary die found"
+
+
 def test_apu_igpu_not_counted_beside_w7900(root: Path, trees: ModuleType) -> None:
     trees.amd_apu_and_w7900(root)
     inv = inventory(Host(str(root)))
