@@ -4,8 +4,11 @@ read). Written for mutants that survived the scheduling tests (docs/TESTING.md).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from joulectl.scheduling import hami
 from joulectl.scheduling.filters import GpuSelection, NodeView
 
 
@@ -44,3 +47,15 @@ def test_uuid_passes(annotations: dict[str, str], uuid: str, passes: bool) -> No
 def test_a_node_without_hami_cards_scores_zero() -> None:
     node = NodeView(name="n", labels={}, allocatable={}, unschedulable=False, gpus=(), gpu_types_from="none")
     assert node.hami_node_score == 0.0
+
+
+def test_a_node_view_with_cards_is_hamis_and_read_only() -> None:
+    # built without mig_single (a library caller's view of a node HAMi registered), the cards are
+    # HAMi's to place pods on; the view is shared by every pod checked against the node, so it
+    # refuses assignment
+    card = hami.Card("GPU-1", 0, "NVIDIA-A100-SXM4-80GB", 0, 10, 81920, 100)
+    node = NodeView(name="n", labels={}, allocatable={}, unschedulable=False, gpus=(), gpu_types_from="hami",
+                    cards=(card,))
+    assert node.hami is True
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        node.unschedulable = True  # type: ignore[misc]
