@@ -17,7 +17,7 @@ import pytest
 
 from joulectl.backends.base import WriteOutcome
 from joulectl.errors import ExitCode, InputError, JoulectlError, LockBusyError, NoDeviceError
-from joulectl.host import Host
+from joulectl.host import Host, HostIOError
 from joulectl.models import (
     Control,
     CpuInventory,
@@ -526,6 +526,23 @@ def test_restore_after_one_cap(host: Host) -> None:
     assert j["devices"]["0000:10:00.0"]["original"] == {} and j["devices"]["0000:10:00.0"]["current"] == {}
 
 
+def test_a_restore_with_the_cap_unreadable_goes_to_the_operators_last_cap(host: Host) -> None:
+    # joulectl caps 700 -> 420 W; the operator sets 500 W by hand; a restore leaves it (the cap in
+    # force is the operator's). When the cap in force is then unreadable, a restore goes to the
+    # operator's 500 W, the last value known in force, not to the 700 W default (kills
+    # ops/cap.py:606 `last is not None` -> `is`, which no fast test reached)
+    node = Node([gpu(0)])
+    run(host, node, pct=60)
+    node.writer.values["0000:10:00.0"] = 500
+    left = run(host, node, restore=True)
+    assert [(r.target_w, r.status) for r in left.results] == [(500, Status.UNCHANGED)]
+    del node.writer.values["0000:10:00.0"]
+    node.gpus[0].current_cap_w = None
+    report = run(host, node, restore=True)
+    assert [(r.before_w, r.target_w, r.status) for r in report.results] == [(None, 500, Status.APPLIED)]
+    assert node.writer.values == {"0000:10:00.0": 500}
+
+
 def test_restore_after_two_caps_goes_to_the_first_before_value(host: Host) -> None:
     node = Node([gpu(0, cap=650)])
     run(host, node, pct=60)
@@ -814,6 +831,45 @@ def test_unreadable_journal_stops_before_any_write(host: Host) -> None:
     assert str(exc.value) == ("/var/lib/joulectl/state.json: the journal is not a regular file (a directory); "
                               "move it away")
     assert exc.value.exit_code == ExitCode.USAGE  # bad input on the node (issue 12, item 9)
+    assert node.writer.calls == []
+
+
+class UnreadableJournalHost(Host):
+    """A host whose journal read fails the way ``read`` fails: ``exc`` is raised for it."""
+
+    def __init__(self, root: str, exc: Exception) -> None:
+        super().__init__(root)
+        self.exc = exc
+
+    def read(self, host_path: str, **kw: Any) -> str:
+        if host_path == journal_mod.JOURNAL_PATH:
+            raise self.exc
+        return super().read(host_path, **kw)
+
+
+@pytest.mark.parametrize(("exc", "message", "code"), [
+    (HostIOError(errno.EACCES, journal_mod.JOURNAL_PATH),
+     "cannot read the journal /var/lib/joulectl/state.json: Permission denied", ExitCode.REFUSED),
+    (HostIOError(errno.EROFS, journal_mod.JOURNAL_PATH),
+     "cannot read the journal /var/lib/joulectl/state.json: Read-only file system", ExitCode.REFUSED),
+    (HostIOError(errno.EIO, journal_mod.JOURNAL_PATH),
+     "cannot read the journal /var/lib/joulectl/state.json: Input/output error", ExitCode.INTERNAL),
+    (OSError("the disk went away"),
+     "cannot read the journal /var/lib/joulectl/state.json: the disk went away", ExitCode.INTERNAL),
+])
+def test_a_journal_read_error_stops_before_any_write_naming_the_error(tmp_path: Path, exc: Exception, message: str,
+                                                                     code: ExitCode) -> None:
+    # no privilege to read the journal is exit 4 with the sudo hint, any other error exit 1 with
+    # the kernel's text (os.strerror), or the exception's own without one (kills ops/cap.py:792
+    # `strerror or str(e)` -> `and` and :793 `err in (EACCES, EPERM, EROFS)` -> `not in`, which
+    # no fast test reached)
+    (tmp_path / "root").mkdir()
+    host = UnreadableJournalHost(str(tmp_path / "root"), exc)
+    node = Node([gpu(0)])
+    with pytest.raises(JoulectlError) as err:
+        run(host, node, pct=60)
+    assert (str(err.value), err.value.exit_code) == (message, code)
+    assert err.value.hint == ("run as root (sudo joulectl cap ...)" if code == ExitCode.REFUSED else None)
     assert node.writer.calls == []
 
 
