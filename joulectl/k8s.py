@@ -411,6 +411,8 @@ class UnreadGpuNames:
         self._resource_seen: dict[str, bool] = {}
         self._label_seen: dict[str, bool] = {}
         self._label_keys = frozenset(_config.label_keys)
+        #: (capacity names, allocatable names, label keys) -> the names and keys of them counted
+        self._shapes: dict[tuple[tuple[Any, ...], ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     def _unread_resource(self, name: str) -> bool:
         seen = self._resource_seen.get(name)
@@ -431,22 +433,30 @@ class UnreadGpuNames:
     def add(self, node: Mapping[str, Any]) -> None:
         status = _mapping(node.get("status"))
         capacity, allocatable = _mapping(status.get("capacity")), _mapping(status.get("allocatable"))
-        seen_resource, seen_label = self._resource_seen, self._label_seen
-        counted: set[str] = set()
+        labels = _mapping(_mapping(node.get("metadata")).get("labels"))
+        # Nodes of one kind have the same names and keys (not values): each shape is judged once.
+        shape = (tuple(capacity), tuple(allocatable), tuple(labels))
+        try:
+            hit = self._shapes.get(shape)
+        except TypeError:  # an unhashable key (YAML allows them): judged on its own
+            hit = self._unread(capacity, allocatable, labels)
+        else:
+            if hit is None:
+                hit = self._shapes[shape] = self._unread(capacity, allocatable, labels)
+        for name in hit[0]:
+            self.resources[name] = self.resources.get(name, 0) + 1
+        for key in hit[1]:
+            self.labels[key] = self.labels.get(key, 0) + 1
+
+    def _unread(self, capacity: Mapping[str, Any], allocatable: Mapping[str, Any],
+                labels: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The unread resource names (each once) and label keys of one node."""
+        counted: dict[str, None] = {}
         for resources in (capacity, allocatable):
             for name in resources:
-                unread = seen_resource.get(name)
-                if unread is None:
-                    unread = self._unread_resource(name)
-                if unread and name not in counted:
-                    counted.add(name)
-                    self.resources[name] = self.resources.get(name, 0) + 1
-        for key in _mapping(_mapping(node.get("metadata")).get("labels")):
-            unread = seen_label.get(key)
-            if unread is None:
-                unread = self._unread_label(key)
-            if unread:
-                self.labels[key] = self.labels.get(key, 0) + 1
+                if name not in counted and self._unread_resource(name):
+                    counted[name] = None
+        return tuple(counted), tuple(key for key in labels if self._unread_label(key))
 
     def warnings(self) -> list[str]:
         out = []

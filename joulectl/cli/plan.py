@@ -230,10 +230,6 @@ def register(app: typer.Typer) -> None:
         no_headers: NoHeaders = False,
     ) -> None:
         """Plan a cluster: which nodes stay at performance, their caps, and their NodeTwin objects."""
-        from joulectl.planning import load_cluster
-        from joulectl.planning import plan as run_plan
-        from joulectl.render import emit, warn
-
         fmt = check_format(output, REPORT_FORMATS, no_headers)
         apply_gpu_flags(gpu_resource, gpu_share_resource, gpu_product_label)
         options = options_from_flags(
@@ -244,20 +240,36 @@ def register(app: typer.Typer) -> None:
             gpu_governor=gpu_governor, governor_model_presets=governor_model_presets,
             cpu_eco_cap_on_uncappable_gpu_nodes=cpu_eco_cap_on_uncappable_gpu_nodes, selector=selector,
         )
-        cluster = load_cluster(spec=spec, nodes=nodes, hardware=hardware or (), pods=pods, telemetry=telemetry,
-                               profiles_dir=profiles_dir)
-        result = run_plan(cluster, options)
-        for line in result.warnings:
-            warn(line)
-        if fmt == "json":
-            import sys
+        from joulectl.planning.planner import no_gc
 
-            write_json_list(result, sys.stdout)
-            return
-        from joulectl.render import View
+        # The cyclic collector is paused from the input's first byte until the plan is printed and
+        # dropped: planning builds acyclic dicts and lists, and a 100,000-node export is 300 MiB of
+        # them; with it running, the first collection after planning (at plan()'s own end) scanned
+        # all of them again, 0.75 s of the run (benchmarks/bench_plan.py). _plan_and_print returns
+        # inside the pause, so its objects are freed before the collector is back.
+        with no_gc():
+            _plan_and_print(options, fmt, spec=spec, nodes=nodes, hardware=hardware or (), pods=pods,
+                            telemetry=telemetry, profiles_dir=profiles_dir)
 
-        emit(result.twins, fmt, out=View(result.twins, table=lambda wide: plan_table(result, wide),
-                                         csv=lambda: (plan_columns(), result.nodes)))
+
+def _plan_and_print(options: Any, fmt: str, **inputs: Any) -> None:
+    from joulectl.planning import load_cluster
+    from joulectl.planning import plan as run_plan
+    from joulectl.render import emit, warn
+
+    cluster = load_cluster(**inputs)
+    result = run_plan(cluster, options)
+    for line in result.warnings:
+        warn(line)
+    if fmt == "json":
+        import sys
+
+        write_json_list(result, sys.stdout)
+        return
+    from joulectl.render import View
+
+    emit(result.twins, fmt, out=View(result.twins, table=lambda wide: plan_table(result, wide),
+                                     csv=lambda: (plan_columns(), result.nodes)))
 
 
 #: Above this many twins ``-o json`` prints one twin per line (json's indenting encoder is pure

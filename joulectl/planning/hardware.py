@@ -406,9 +406,12 @@ class FactsCache:
         self._labels = signature_labels()
 
     def facts(self, node: Mapping[str, Any], hardware: Mapping[str, Any] | None) -> NodeFacts:
-        meta = _mapping(node.get("metadata"))
-        labels = _mapping(meta.get("labels"))
-        status = _mapping(node.get("status"))
+        meta = node.get("metadata")
+        meta = meta if type(meta) is dict else _mapping(meta)
+        labels = meta.get("labels")
+        labels = labels if type(labels) is dict else _mapping(labels)
+        status = node.get("status")
+        status = status if type(status) is dict else _mapping(status)
         hw_key: tuple[int, int] | None = None
         if hardware:
             # only status.cpu and status.gpu are read: nodes sharing those objects (the nodes of a
@@ -428,12 +431,14 @@ class FactsCache:
         if template is None:
             template = node_facts(node, hardware, self.model_caps, self.governor_model_presets)
             template.key = key
+            template.family  # noqa: B018 (computed once here, copied with the template's fields)
             self._templates[key] = template
             return template
         facts = object.__new__(NodeFacts)
         facts.__dict__.update(template.__dict__)
         facts.name = str(meta.get("name") or "")
         facts.labels = labels
-        facts.unschedulable = _mapping(node.get("spec")).get("unschedulable") is True
+        spec = node.get("spec")
+        facts.unschedulable = (spec if type(spec) is dict else _mapping(spec)).get("unschedulable") is True
         facts.has_hardware = bool(hardware)
         return facts

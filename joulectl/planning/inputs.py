@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from joulectl.errors import InputError
 from joulectl.k8s import PodRef, iter_pods
@@ -36,7 +36,7 @@ def _items(doc: Any, label: str, index: int) -> list[tuple[str, Mapping[str, Any
             raise InputError("items is not a list", file=label, field=f"{where}.items")
         out = []
         for i, item in enumerate(items):
-            if not isinstance(item, Mapping):
+            if not _is_mapping(item):
                 raise InputError("not a Kubernetes object", file=label, field=f"{where}.items[{i}]")
             out.append((f"{where}.items[{i}]", item))
         return out
@@ -45,7 +45,7 @@ def _items(doc: Any, label: str, index: int) -> list[tuple[str, Mapping[str, Any
 
 def _name(obj: Mapping[str, Any], label: str, where: str) -> str:
     meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
+    name = meta.get("name") if _is_mapping(meta) else None
     if not isinstance(name, str) or not name.strip():
         raise InputError("missing or empty", file=label, field=f"{where}.metadata.name")
     return name
@@ -64,16 +64,18 @@ MAX_NODE_CPUS = 1_000_000
 def _check_cpu_quantity(obj: Mapping[str, Any], label: str, where: str) -> None:
     """Refuse an absurd ``status.capacity.cpu`` / ``allocatable.cpu`` (exit 2 naming the field);
     an unparsable one stays unknown, as before."""
-    from joulectl.k8s import parse_quantity
-
     status = obj.get("status")
+    if not _is_mapping(status):
+        return
     for key in ("capacity", "allocatable"):
-        resources = status.get(key) if isinstance(status, Mapping) else None
-        value = resources.get("cpu") if isinstance(resources, Mapping) else None
+        resources = status.get(key)
+        value = resources.get("cpu") if _is_mapping(resources) else None
         if value is None:
             continue
         cpus = _cpus(value) if isinstance(value, str) else None
         if cpus is None:
+            from joulectl.k8s import parse_quantity
+
             try:
                 cpus = parse_quantity(value)
             except ValueError:
@@ -81,6 +83,11 @@ def _check_cpu_quantity(obj: Mapping[str, Any], label: str, where: str) -> None:
         if cpus > MAX_NODE_CPUS:
             raise InputError(f"{value!r} is not a CPU count (more than {MAX_NODE_CPUS:,} CPUs)", file=label,
                              field=f"{where}.status.{key}.cpu")
+
+
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, without the ABC check for a plain dict (100,000 nodes ask)."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 @lru_cache(maxsize=1024)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from operator import attrgetter
 from typing import Any
 
 from joulectl.catalog import normalize, strip_gfd_suffix
@@ -307,7 +308,7 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
 
     sizer = _Sizer(options)
     planned: list[_Planned] = []
-    for facts in sorted(eligible, key=lambda f: f.name):
+    for facts in sorted(eligible, key=attrgetter("name")):
         profile = "performance" if facts.name in performance else "eco"
         draining = profile == "eco" and perf_pods.get(facts.name, 0) > 0
         sized = sizer(facts, profile)

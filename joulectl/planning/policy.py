@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 
 from joulectl.units import round_half_away
 
@@ -44,8 +45,10 @@ def family_floor(hp: int, families: Iterable[str], n: int) -> int:
 
 
 def order_by_density(items: Sequence[tuple[str, float]]) -> list[str]:
-    """Names sorted by density descending, ties by name."""
-    return [name for name, _ in sorted(items, key=lambda it: (-it[1], it[0]))]
+    """Names sorted by density descending, ties by name (two stable sorts: no key tuple per item)."""
+    by_name = sorted(items, key=itemgetter(0))
+    by_name.sort(key=itemgetter(1), reverse=True)  # reverse keeps the name order of equal densities
+    return [name for name, _ in by_name]
 
 
 def select_performance(ordered: Sequence[tuple[str, str]], hp: int) -> set[str]:

@@ -366,3 +366,20 @@ def test_streamed_json_of_a_large_plan_is_the_twins_json() -> None:
     assert any(t["status"]["schedulableClass"] == "draining" for t in reference.twins)
     assert streamed.getvalue() == json_list(reference.twins)
     assert len(json.loads(streamed.getvalue())["items"]) == 1500
+
+
+def test_the_cyclic_collector_is_back_after_a_plan_and_after_a_refused_one(
+        cli: Callable[..., Any], nodes_file: Path, tmp_path: Path) -> None:
+    """The command pauses the collector while it plans (benchmarks/bench_plan.py: a 100,000-node
+    plan rescanned its input once more at the end); an in-process caller gets it back either way."""
+    import gc
+
+    assert gc.isenabled()
+    assert cli("plan", "--nodes", str(nodes_file), "-o", "json").exit_code == 0
+    assert gc.isenabled()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Pod\nmetadata: {name: p}\n")
+    res = cli("plan", "--nodes", str(bad))
+    assert res.exit_code == 2
+    assert "bad.yaml: document 1.kind: kind 'Pod' is not a Node, NodeList or NodeHardware" in res.stderr
+    assert gc.isenabled()

@@ -230,3 +230,24 @@ def test_simulate_render_nodes_emulates_a_fleet_with_its_own_names(cli: Callable
     read = cli("plan", "--nodes", str(nodes), "-o", "json", "--gpu-resource", "example.com/gpu-count",
                "--gpu-product-label", "example.com/gpu-model")
     assert {t["status"]["powerMeasurement"]["gpuTdpW"] for t in json.loads(read.stdout)["items"]} == {5600}
+
+
+def test_unread_names_are_counted_per_node_over_nodes_of_one_and_of_other_shapes() -> None:
+    """Nodes with the same names and keys are judged once (the 100,000-node plan); each still counts."""
+    def node(labels: dict[str, str], capacity: dict[str, str], allocatable: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"labels": labels}, "status": {"capacity": capacity, "allocatable": allocatable}}
+
+    same = [node({"example.com/gpu-kind": f"k{i}", "kubernetes.io/hostname": f"n{i}"},
+                 {"example.com/vgpu": str(i)}, {"example.com/vgpu": str(i)}) for i in range(3)]
+    other = node({"example.com/gpu-kind": "k"}, {}, {"example.com/vgpu": "1", "example.com/gpu-mem": "5"})
+    bare = node({}, {"cpu": "8"}, {"cpu": "8"})
+    assert unread_gpu_names([*same, bare, other, bare]) == [
+        "1 node advertises example.com/gpu-mem, which joulectl does not read as GPUs: give --gpu-resource "
+        "example.com/gpu-mem if one unit is one GPU, or --gpu-share-resource example.com/gpu-mem=UNITS if UNITS "
+        "make one GPU",
+        "4 nodes advertise example.com/vgpu, which joulectl does not read as GPUs: give --gpu-resource "
+        "example.com/vgpu if one unit is one GPU, or --gpu-share-resource example.com/vgpu=UNITS if UNITS make "
+        "one GPU",
+        "4 nodes carry the label example.com/gpu-kind, which joulectl does not read: give --gpu-product-label "
+        "example.com/gpu-kind if it names the GPU model",
+    ]
