@@ -64,3 +64,16 @@ B1 = "processor\t: 1\nvendor_id\t: GenuineIntel\nphysical id\t: 1\ncore id\t\t: 
 ])
 def test_texts_off_the_kernel_layout_read_alike(text: str) -> None:
     assert cpuinfo_summary(text) == _slow(text)
+
+
+@pytest.mark.parametrize(("text", "expect"), [
+    # a carriage return ends a line as str.splitlines says (ASCII CR, U+000D): three keys, not one
+    # "processor" whose value runs on (kills backends/cpu.py:100 `not any(odd space)` -> `any`: the
+    # fast path would read the line up to the next newline only)
+    ("processor\t: 0\rphysical id\t: 3\rcore id\t\t: 1\n",
+     ({"processor": "0", "physical id": "3", "core id": "1"}, 1, {"3"}, {("3", "1")})),
+    ("processor\t: 0\x0cphysical id\t: 2\n\nprocessor\t: 1\x0cphysical id\t: 2\n",  # form feed, U+000C
+     ({"processor": "0", "physical id": "2"}, 2, {"2"}, set())),
+])
+def test_odd_line_breaks_split_lines_written_out(text: str, expect: object) -> None:
+    assert cpuinfo_summary(text) == expect

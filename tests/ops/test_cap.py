@@ -380,6 +380,34 @@ def test_backend_exception_fails_its_rows_only(host: Host) -> None:
     assert report.results[0].message == "nvidia backend failed: tool vanished"
 
 
+class OwnNames:
+    """A backend double whose outcomes name the devices its own way (``gpu0``, ``gpu1``): ``keep``
+    of them, in the order of the requests."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+
+    def set_caps(self, host: Host, requests: list[tuple[Any, float]]) -> list[WriteOutcome]:
+        return [WriteOutcome(f"gpu{i}", Status.APPLIED, "", w) for i, (_, w) in enumerate(requests)][:self.keep]
+
+
+def test_outcomes_under_other_names_are_taken_in_order_only_when_there_is_one_per_write(host: Host) -> None:
+    # one outcome per request, named otherwise: the i-th is the i-th device's; fewer than the
+    # requests: a device no outcome names got none and is an error, never another's (kills
+    # ops/cap.py:723 `len(outcomes) == len(batch)` -> `!=`)
+    node = Node([gpu(0), gpu(1)])
+    deps = node.deps()
+    deps.writers = {"nvidia": OwnNames(keep=2)}
+    report = execute(host, build_request(watts=300), deps)
+    assert [(r.device, r.status, r.after_w) for r in report.results] == [
+        ("0000:10:00.0", Status.APPLIED, 300), ("0000:11:00.0", Status.APPLIED, 300)]
+    deps.writers = {"nvidia": OwnNames(keep=1)}
+    report = execute(host, build_request(watts=250), deps)
+    assert [(r.device, r.status, r.message) for r in report.results] == [
+        ("0000:10:00.0", Status.ERROR, "nvidia backend reported nothing for 0000:10:00.0"),
+        ("0000:11:00.0", Status.ERROR, "nvidia backend reported nothing for 0000:11:00.0")]
+
+
 def test_dry_run_writes_nothing_not_even_the_journal_or_the_lock(host: Host) -> None:
     node = Node([gpu(0), gpu(1, cap=420)])
     report = run(host, node, pct=60, dry_run=True)
