@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from joulectl.backends import cpu
 from joulectl.host import Host
 from joulectl.models import PowercapConstraint, PowercapZone
@@ -78,6 +80,22 @@ def test_a_boost_switch_is_amd_cpb_only_on_an_amd_cpu(root: Path, trees: ModuleT
     assert cpu._has_cpb(host, flags, "HygonGenuine", policies) is True
     assert cpu._has_cpb(host, flags, "GenuineIntel", policies) is False
     assert cpu._has_cpb(host, {"flags": "fpu cpb"}, "GenuineIntel", policies) is True  # the flag says so
+
+
+@pytest.mark.parametrize(("boosts", "turbo"), [
+    ((1, 1), True), ((0, 1), True), ((0, 0), False), ((None, 0), False), ((None, None), None)])
+def test_turbo_from_the_per_policy_boost_files(root: Path, trees: ModuleType, boosts: tuple[int | None, ...],
+                                               turbo: bool | None) -> None:
+    # amd-pstate without the global cpufreq/boost: each policy's own boost file (0/1,
+    # amd-pstate.rst "boost", docs/hardware.md 4.3); turbo is on when any policy boosts, unknown
+    # when no policy has the file (kills backends/cpu.py:433 `b is not None` -> `is`, and :435)
+    trees.cpufreq_policies(root, 2, driver="amd-pstate-epp", governors="powersave performance", governor="powersave",
+                           min_khz=400_000, max_khz=3_700_000)
+    for n, b in enumerate(boosts):
+        if b is not None:
+            trees.write(root, f"/sys/devices/system/cpu/cpufreq/policy{n}/boost", b)
+    host = Host(str(root))
+    assert cpu._turbo(host, cpu.read_policies(host)) is turbo
 
 
 def _two_packages(root: Path, trees: ModuleType, pkg0: tuple[int | None, int | None],

@@ -500,6 +500,15 @@ def test_a_cpu_row_names_the_cpu_model_and_the_zone_only_without_one(host: Host)
     report = execute(host, build_request(watts=200, cpu=True, dry_run=True), deps)
     assert [(r.device, r.vendor, r.model) for r in report.results] == [("intel-rapl:0", "cpu", "package-0")]
 
+    def catalog_only_inventory(host: Host, **kw: Any) -> NodeInventory:
+        inv = Node.inventory(unnamed, host, **kw)
+        inv.cpu.raw_model = None
+        return inv
+
+    deps.inventory = catalog_only_inventory  # no raw model: the catalog's name (ops/cap.py:891 `or`)
+    report = execute(host, build_request(watts=200, cpu=True, dry_run=True), deps)
+    assert [r.model for r in report.results] == ["Xeon Platinum 8480+"]
+
 
 def test_cpu_locked_constraint_is_blocked(host: Host) -> None:
     node = Node([], [zone(0, locked=True), zone(1)])
