@@ -98,6 +98,20 @@ def test_turbo_from_the_per_policy_boost_files(root: Path, trees: ModuleType, bo
     assert cpu._turbo(host, cpu.read_policies(host)) is turbo
 
 
+def test_a_hybrid_cpu_spans_the_lowest_minimum_and_the_highest_maximum_clock(root: Path, trees: ModuleType) -> None:
+    # a hybrid Core (intel_pstate, one policy per CPU): a P-core's cpuinfo range 800-5,400 MHz, an
+    # E-core's 700-4,300 MHz (cpufreq.rst: cpuinfo_min_freq/cpuinfo_max_freq are per policy); the
+    # node's clock range spans both (kills backends/cpu.py:505 `max(maxs_khz)` -> `min`)
+    trees.write(root, "/proc/cpuinfo", trees.cpuinfo("13th Gen Intel(R) Core(TM) i9-13900K", "GenuineIntel", 1, 2, 1,
+                                                      "fpu hwp"))
+    trees.cpufreq_policies(root, 2, driver="intel_pstate", governors="performance powersave", governor="powersave",
+                           min_khz=800_000, max_khz=5_400_000)
+    trees.write(root, "/sys/devices/system/cpu/cpufreq/policy1/cpuinfo_min_freq", 700_000)
+    trees.write(root, "/sys/devices/system/cpu/cpufreq/policy1/cpuinfo_max_freq", 4_300_000)
+    inv = cpu.discover(Host(str(root)))
+    assert (inv.min_mhz, inv.max_mhz) == (700, 5400)
+
+
 def _two_packages(root: Path, trees: ModuleType, pkg0: tuple[int | None, int | None],
                   pkg1: tuple[int | None, int | None]) -> None:
     # powercap's constraint_N_min_power_uw and _max_power_uw are optional per zone
