@@ -1,0 +1,105 @@
+"""The AMD governor backend at its edges: what ``describe`` names, an unreadable level file, a
+preset already in force, a reset after a killed run, the MODEL of a ``governor show`` row.
+
+The sysfs files are the amdgpu ones (docs/hardware.md 1.1: ``power_dpm_force_performance_level``,
+``pp_dpm_sclk`` with ``*`` on the level in use); every expected value is written out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from joulectl.backends import gov_amd
+from joulectl.host import Host
+from joulectl.models import Control, CpuInventory, GpuDevice, HostInfo, NodeInventory, PowerRange, Status
+from joulectl.ops import governor as gov
+from joulectl.ops.journal import Journal
+
+BUS = "0000:10:00.0"
+LEVEL = f"/sys/bus/pci/devices/{BUS}/power_dpm_force_performance_level"
+
+
+def _gpu(model: str | None = "AMD Instinct MI300X", raw: str = "AMD Instinct MI300X OAM") -> GpuDevice:
+    return GpuDevice(index=0, bus_id=BUS, vendor="amd", driver="amdgpu", raw_model=raw, model=model,
+                     cap_range=PowerRange(0, 750, 750), current_cap_w=750, control=Control(True), perf_level="auto")
+
+
+def _inventory(g: GpuDevice) -> NodeInventory:
+    cpu = CpuInventory(
+        vendor="AuthenticAMD", raw_model="AMD EPYC 9654", model="AMD EPYC 9654", catalog_key=None,
+        exactness="generic", sockets=1, cores=96, threads=192, driver=None, available_governors=[], governors=[],
+        epp=[], available_epp=[], turbo=None, min_mhz=None, nominal_mhz=None, max_mhz=None, zones=[], policies=[],
+        cap_range_per_socket=PowerRange(), control=Control(False), telemetry=Control(False),
+        governor_control=Control(False), virtual=False)
+    return NodeInventory(host=HostInfo("node-a", "6.8.0", False), cpu=cpu, gpus=[g])
+
+
+def _tree(root: Path, level: str = "auto") -> None:
+    d = root / LEVEL.lstrip("/")
+    d.parent.mkdir(parents=True, exist_ok=True)
+    d.write_text(level + "\n")
+    (d.parent / "pp_dpm_sclk").write_text("0: 500Mhz *\n1: 1100Mhz\n2: 1700Mhz\n3: 2100Mhz\n")
+
+
+@pytest.mark.parametrize(("level", "sclk", "text"), [
+    ("manual", "0 1", "manual (sclk levels 0 1)"),
+    ("manual", "", "manual"),
+    ("manual", None, "manual"),
+    ("auto", "0 1", "auto"),  # a mask names levels only under manual (kills gov_amd.py:187 `and` -> `or`)
+    ("profile_peak", "0 1", "profile_peak"),
+    (None, "0 1", "unknown"),
+])
+def test_describe(level: str | None, sclk: str | None, text: str) -> None:
+    assert gov_amd.describe(level, sclk) == text
+
+
+def test_a_level_file_that_cannot_be_read_names_why(tmp_path: Path) -> None:
+    # a level file that is a directory (not a regular file) names that; an empty one says "empty"
+    # (kills gov_amd.py:211 `attr.reason or "empty"` -> `and`)
+    _tree(tmp_path)
+    level = tmp_path / LEVEL.lstrip("/")
+    level.write_text("")
+    host = Host(str(tmp_path))
+    r = gov.apply_preset(host, _inventory(_gpu()), Journal(), "peak")[0]
+    assert (r.status, r.message) == (Status.BLOCKED, f"no performance level control ({LEVEL}: empty)")
+    level.unlink()
+    level.mkdir()
+    r = gov.apply_preset(host, _inventory(_gpu()), Journal(), "peak")[0]
+    assert (r.status, r.message) == (Status.BLOCKED, f"no performance level control ({LEVEL}: EISDIR)")
+
+
+def test_a_level_preset_already_in_force_is_not_written_again(tmp_path: Path) -> None:
+    # peak is profile_peak (no sclk mask): the second run finds it in force (kills gov_amd.py:229
+    # `not indices or ...` -> `indices or ...`)
+    _tree(tmp_path)
+    host, journal, inv = Host(str(tmp_path)), Journal(), _inventory(_gpu())
+    assert gov.apply_preset(host, inv, journal, "peak")[0].status is Status.APPLIED
+    again = gov.apply_preset(host, inv, journal, "peak")[0]
+    assert (again.status, again.message, again.before, again.after) == (
+        Status.UNCHANGED, "already in force", "profile_peak", "profile_peak")
+
+
+def test_a_reset_after_a_killed_run_names_the_level_joulectl_set(tmp_path: Path) -> None:
+    # joulectl set profile_peak; a later run was killed while setting low (pending); the operator
+    # has since set high: a reset leaves it and names profile_peak, what joulectl had set (kills
+    # gov_amd.py:290 `ours is not None` -> `is`)
+    _tree(tmp_path, level="high")
+    journal = Journal()
+    journal.record(BUS, "perfLevel", "auto", "profile_peak", vendor="amd", command="governor")
+    journal.intend(BUS, "perfLevel", "profile_peak", "low", vendor="amd")
+    r = gov.reset(Host(str(tmp_path)), _inventory(_gpu()), journal, cpu=False)[0]
+    assert (r.status, r.message) == (
+        Status.UNCHANGED, "performance level changed to high since joulectl set profile_peak: left alone")
+    assert (tmp_path / LEVEL.lstrip("/")).read_text() == "high\n"
+
+
+@pytest.mark.parametrize(("model", "shown"), [("AMD Instinct MI300X", "AMD Instinct MI300X"),
+                                              (None, "AMD Instinct MI300X OAM")])
+def test_a_show_row_names_the_catalog_model_and_the_raw_one_without_it(tmp_path: Path, model: str | None,
+                                                                       shown: str) -> None:
+    # (kills gov_amd.py:322 `dev.model or dev.raw_model` -> `and`)
+    _tree(tmp_path)
+    rows, _ = gov.show(Host(str(tmp_path)), _inventory(_gpu(model)), Journal(), gpu=True, cpu=False)
+    assert [(r.device, r.model) for r in rows] == [(BUS, shown)]
