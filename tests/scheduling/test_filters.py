@@ -243,3 +243,32 @@ def test_reasons_on_a_one_gpu_node_and_memory_under_2_gib() -> None:
     used = node_view(node("g1", alloc={"nvidia.com/gpu": 1}), running=running)
     assert filter_reasons(pod({"nvidia.com/gpu": 1}), used) == [
         "needs 1 nvidia.com/gpu, node has 0 free (1 used by running pods)"]
+
+
+def test_a_labelled_product_with_no_gpus_gives_no_gpu_types() -> None:
+    # GFD's product label left on a node whose GPU resources are gone (0 allocatable, no count
+    # label): no GPU, and the view's per-GPU types come from nowhere ("none"), not from the label
+    view = node_view(node("gone", labels={"nvidia.com/gpu.product": "NVIDIA-A40"}, alloc={"nvidia.com/gpu": 0}))
+    assert (view.gpus, view.gpu_types_from) == ((), "none")
+
+
+def _required(terms: Any) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def test_required_terms_are_ored_and_a_null_term_matches_no_node() -> None:
+    # NodeSelector (Kubernetes API): "The terms are ORed"; NodeSelectorTerm: "A null or empty node
+    # selector term matches no objects"; matchFields selects by metadata.name
+    n1 = node_view(node("n1", labels={"zone": "a"}))
+    by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    no = ["required node affinity does not match the node"]
+    assert filter_reasons(pod(affinity=_required([None])), n1) == no
+    assert filter_reasons(pod(affinity=_required([None, by_name])), n1) == []
+    assert filter_reasons(pod(affinity=_required([by_name])), node_view(node("n2", labels={"zone": "a"}))) == no
+
+
+def test_node_selector_terms_that_are_no_list_are_ignored() -> None:
+    # a non-list nodeSelectorTerms (an object where YAML wanted "- ") is no affinity at all, as
+    # every malformed part of a pod's affinity (docs/RELIABILITY.md, "Bugs found": `_required_terms`)
+    terms = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+    assert filter_reasons(pod(affinity=_required(terms)), node_view(node("n1", labels={"zone": "a"}))) == []
