@@ -6,6 +6,7 @@ import errno
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from hostdoubles import FaultyHost
 
 from joulectl.backends import amd
@@ -97,6 +98,24 @@ def test_a_secondary_is_never_paired_with_a_board_of_another_device_id(root: Pat
     assert (w7900.bus_id, w7900.holds_limit, w7900.primary_bus_id) == ("0000:03:00.0", True, None)
     assert (die.bus_id, die.holds_limit, die.primary_bus_id) == ("0000:c6:00.0", False, None)
     assert die.control.reason == "secondary die (power1_cap reads 0) and no primary die found"
+
+
+@pytest.mark.parametrize(("device", "name"), [
+    # the board's product_name (FRU) empty: named by its PCI device id (the pci.ids names of
+    # vendor 1002, and AMD's Instinct product names); an id not in the table by the id itself
+    (0x74A1, "AMD Instinct MI300X"), (0x74A5, "AMD Instinct MI325X"), (0x74A0, "AMD Instinct MI300A"),
+    (0x740C, "AMD Instinct MI250X/MI250"), (0x740F, "AMD Instinct MI210"), (0x7448, "AMD Radeon PRO W7900"),
+    (0x73FF, "AMD Radeon RX 6600/6600 XT/6600M"), (0x687F, "AMD Radeon RX Vega 56/64"),
+    (0x7480, "AMD Radeon RX 7600/7600S/7700S"), (0x7550, "AMD Radeon RX 9070/9070 XT"),
+    (0x1234, "AMD GPU 0x1234"),
+])
+def test_a_board_without_a_product_name_is_named_by_its_device_id(root: Path, trees: ModuleType, device: int,
+                                                                  name: str) -> None:
+    # (kills the device-id mutants of backends/amd.py's DEVICE_NAMES, e.g. :56 0x7480 -> 0x7481)
+    trees.amd_2s_host(root)
+    trees.amdgpu(root, "0000:03:00.0", device=device, cap_uw=200_000_000, cap_max_uw=250_000_000, product="")
+    (g,) = amd.discover(Host(str(root)))
+    assert g.raw_model == name
 
 
 def test_apu_igpu_not_counted_beside_w7900(root: Path, trees: ModuleType) -> None:

@@ -813,6 +813,25 @@ def test_schedule_window_applies_cap_and_governor(host: Host, tmp_path: Path) ->
     assert [r.status for r in again.results] == [Status.UNCHANGED]
 
 
+@pytest.mark.parametrize(("flags", "calls"), [
+    ({}, [("efficient", True, False), ("balanced", False, True)]),
+    ({"gpu": True}, [("efficient", True, False)]),
+    ({"cpu": True}, [("balanced", False, True)]),
+    ({"all_": True}, [("efficient", True, False), ("balanced", False, True)]),
+])
+def test_a_schedule_governor_pair_is_narrowed_by_the_target_flag(host: Host, tmp_path: Path,
+                                                                  flags: dict[str, Any],
+                                                                  calls: list[tuple[str, bool, bool]]) -> None:
+    # a window's `governor: {gpu: efficient, cpu: balanced}`: both presets without a target flag,
+    # only the GPU's with --gpu, only the CPU's with --cpu (kills ops/cap.py:838 `target == "gpu"`
+    # -> `!=`)
+    path = tmp_path / "eco.yaml"
+    path.write_text("windows: []\ndefault:\n  governor: {gpu: efficient, cpu: balanced}\n")
+    node = Node([gpu(0)], [zone(0)])
+    run(host, node, schedule=str(path), at="2026-01-07T12:00:00Z", dry_run=True, **flags)
+    assert node.governor_calls == calls
+
+
 def test_schedule_without_default_outside_windows_does_nothing(host: Host, tmp_path: Path) -> None:
     path = tmp_path / "eco.yaml"
     path.write_text(SCHEDULE.split("default:")[0])
