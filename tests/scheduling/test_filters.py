@@ -272,3 +272,10 @@ def test_node_selector_terms_that_are_no_list_are_ignored() -> None:
     # every malformed part of a pod's affinity (docs/RELIABILITY.md, "Bugs found": `_required_terms`)
     terms = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
     assert filter_reasons(pod(affinity=_required(terms)), node_view(node("n1", labels={"zone": "a"}))) == []
+
+
+def test_memory_under_1_gib_is_given_in_mebibytes() -> None:
+    # quantities below 1Gi are shown in Mi (Kubernetes binary suffixes: 1Mi = 2^20 bytes):
+    # 768Mi asked against 512Mi allocatable
+    small = node_view(node("s1", alloc={"memory": "512Mi"}))
+    assert filter_reasons(pod({"memory": "768Mi"}), small) == ["needs 768Mi memory, node has 512Mi allocatable"]
