@@ -118,6 +118,19 @@ def test_a_board_without_a_product_name_is_named_by_its_device_id(root: Path, tr
     assert g.raw_model == name
 
 
+def test_a_primary_already_paired_is_never_paired_again(root: Path, trees: ModuleType) -> None:
+    # two secondary dies (cap 0) before one primary, one device id: the first secondary takes the
+    # following primary (none precedes it), the second finds none left (module docstring's rule;
+    # kills backends/amd.py:197 `i > pos and not paired` -> `or`)
+    trees.amd_2s_host(root)
+    for bdf, cap in (("0000:c1:00.0", 0), ("0000:c6:00.0", 0), ("0000:c9:00.0", 500_000_000)):
+        trees.amdgpu(root, bdf, device=0x740C, cap_uw=cap, cap_max_uw=560_000_000)
+    first, second, primary = amd.discover(Host(str(root)))
+    assert [(g.bus_id, g.primary_bus_id) for g in (first, second, primary)] == [
+        ("0000:c1:00.0", "0000:c9:00.0"), ("0000:c6:00.0", None), ("0000:c9:00.0", None)]
+    assert second.control.reason == "secondary die (power1_cap reads 0) and no primary die found"
+
+
 def test_apu_igpu_not_counted_beside_w7900(root: Path, trees: ModuleType) -> None:
     trees.amd_apu_and_w7900(root)
     inv = inventory(Host(str(root)))

@@ -14,6 +14,7 @@ import pytest
 
 from joulectl.backends import cpu, gov_cpu
 from joulectl.host import Host
+from joulectl.models import CpufreqPolicy
 
 
 def test_a_policy_state_is_a_snapshot_read_from_its_files(root: Path, trees: ModuleType) -> None:
@@ -31,3 +32,38 @@ def test_a_policy_state_is_a_snapshot_read_from_its_files(root: Path, trees: Mod
     # between (kills backends/gov_cpu.py:47 `@record(frozen=True)` -> `False`)
     with pytest.raises(dataclasses.FrozenInstanceError):
         s0.governor = "performance"  # type: ignore[misc]
+
+
+def _policy(governor: str | None, epp: str | None, available_epp: list[str]) -> CpufreqPolicy:
+    return CpufreqPolicy(name="policy0", path="/sys/devices/system/cpu/cpufreq/policy0", cpus=[0],
+                         driver="intel_pstate", governor=governor, available_governors=["performance", "powersave"],
+                         epp=epp, available_epp=available_epp, min_khz=800_000, max_khz=3_800_000, base_khz=None,
+                         cur_khz=None)
+
+
+def test_the_state_from_the_inventory_only_when_it_tells_the_governor_and_the_epp_file() -> None:
+    # the inventory's own reads stand in for read_state when they say the governor and whether
+    # there is an EPP file (a value, or a list of them); otherwise None: read the files (kills
+    # backends/gov_cpu.py:91 `governor is None` -> `is not None`)
+    s = gov_cpu.state_from_inventory(_policy("powersave", "balance_power", ["performance", "balance_power"]))
+    assert s is not None
+    assert (s.governor, s.epp, s.available_epp, s.driver, s.has_epp) == (
+        "powersave", "balance_power", ["performance", "balance_power"], "intel_pstate", True)
+    assert gov_cpu.state_from_inventory(_policy("powersave", None, ["performance"])) is not None
+    assert gov_cpu.state_from_inventory(_policy(None, "balance_power", ["balance_power"])) is None
+    assert gov_cpu.state_from_inventory(_policy("performance", None, [])) is None
+
+
+def test_a_show_row_gives_the_policy_clock_in_whole_mhz(root: Path, trees: ModuleType) -> None:
+    # scaling_cur_freq is in kHz (cpufreq.rst): 2,400,250 kHz shows as 2400 MHz, not 2400.25
+    # (kills backends/gov_cpu.py:369 `cur_khz // 1000` -> `/`)
+    from joulectl.ops import governor as gov
+    from joulectl.ops.discover import inventory
+    from joulectl.ops.journal import Journal
+
+    trees.write(root, "/proc/cpuinfo", trees.cpuinfo("Intel(R) Xeon(R) Platinum 8480+", "GenuineIntel", 1, 1, 1, "fpu"))
+    trees.cpufreq_policies(root, 1, driver="intel_pstate", governors="performance powersave", governor="powersave",
+                           min_khz=800_000, max_khz=4_000_500)
+    host = Host(str(root))
+    rows, _ = gov.show(host, inventory(host, policy_details=True), Journal(), gpu=False, cpu=True)
+    assert [(r.device, r.clocks) for r in rows] == [("cpufreq:policy0", "2400 MHz")]

@@ -832,6 +832,41 @@ def test_a_schedule_governor_pair_is_narrowed_by_the_target_flag(host: Host, tmp
     assert node.governor_calls == calls
 
 
+def test_a_twin_or_a_schedule_asks_the_inventory_for_both_targets(host: Host, tmp_path: Path) -> None:
+    # what a twin or a schedule sets is known only after the inventory (the node's name picks the
+    # twin, the time the window): it asks for the GPUs and the CPU alike, whatever it then sets
+    # (kills ops/cap.py:818, :819 `mode in ("twin", "schedule")` -> `not in`)
+    node = Node([gpu(0)], [zone(0)])
+    calls: list[tuple[bool, bool]] = []
+
+    def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None) -> NodeInventory:
+        calls.append((gpus, cpu))
+        return node.inventory(host, gpus=gpus, cpu=cpu, node_name=node_name)
+
+    deps = node.deps()
+    deps.inventory = inventory
+    gpu_only_twin = TWIN.replace("  cpu: {packagePowerCapPctOfMax: 60, packagePowerCapWatts: 120}\n", "")
+    execute(host, build_request(from_twin=_twin(tmp_path, gpu_only_twin), dry_run=True), deps)
+    sched = tmp_path / "eco.yaml"
+    sched.write_text("windows: []\ndefault:\n  cap: {pct: 60}\n")
+    execute(host, build_request(schedule=str(sched), at="2026-01-07T12:00:00Z", dry_run=True), deps)
+    assert calls == [(True, True), (True, True)]
+
+
+def test_a_restore_of_a_device_never_changed_and_at_its_default_journals_nothing(host: Host) -> None:
+    # joulectl never changed the GPU and it is at its 700 W default: --restore leaves it
+    # (unchanged) and writes no journal; the operator then sets 500 W and a restore puts the
+    # default back, as for any device joulectl never changed (kills ops/cap.py:743 `is not
+    # UNCHANGED and ...` -> `or`)
+    node = Node([gpu(0, cap=700)])
+    first = run(host, node, restore=True)
+    assert [(r.status, r.target_w) for r in first.results] == [(Status.UNCHANGED, 700)]
+    assert not Path(host.path(journal_mod.JOURNAL_PATH)).exists()
+    node.writer.values["0000:10:00.0"] = 500
+    again = run(host, node, restore=True)
+    assert [(r.before_w, r.status, r.target_w) for r in again.results] == [(500, Status.APPLIED, 700)]
+
+
 def test_schedule_without_default_outside_windows_does_nothing(host: Host, tmp_path: Path) -> None:
     path = tmp_path / "eco.yaml"
     path.write_text(SCHEDULE.split("default:")[0])
