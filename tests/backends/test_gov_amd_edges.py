@@ -7,6 +7,7 @@ The sysfs files are the amdgpu ones (docs/hardware.md 1.1: ``power_dpm_force_per
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,13 @@ def test_a_show_row_names_the_catalog_model_and_the_raw_one_without_it(tmp_path:
     _tree(tmp_path)
     rows, _ = gov.show(Host(str(tmp_path)), _inventory(_gpu(model)), Journal(), gpu=True, cpu=False)
     assert [(r.device, r.model) for r in rows] == [(BUS, shown)]
+
+
+def test_sclk_levels_are_frozen_values() -> None:
+    # pp_dpm_sclk's "N: MHz *" lines (docs/hardware.md 1.1) as values compared and hashed (kills
+    # gov_amd.py:60 `@record(frozen=True)` -> `False`)
+    levels = gov_amd.parse_sclk("0: 500Mhz\n1: 1100Mhz *\n2: 2100Mhz\n")
+    assert [(lv.index, lv.mhz, lv.current) for lv in levels] == [(0, 500, False), (1, 1100, True), (2, 2100, False)]
+    assert len(set(levels + gov_amd.parse_sclk("1: 1100Mhz *\n"))) == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        levels[0].mhz = 600  # type: ignore[misc]

@@ -1,0 +1,42 @@
+"""The NVIDIA governor backend at its edges: a dry-run reset changes nothing, not even the journal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from joulectl.backends import gov_nvidia
+from joulectl.host import Host
+from joulectl.models import Control, CpuInventory, GpuDevice, HostInfo, NodeInventory, PowerRange, Status
+from joulectl.ops.journal import Journal
+
+BUS = "0000:10:00.0"
+
+
+def _inventory() -> NodeInventory:
+    g = GpuDevice(index=0, bus_id=BUS, vendor="nvidia", driver="nvidia", raw_model="NVIDIA H100 80GB HBM3",
+                  model="NVIDIA H100 80GB HBM3", cap_range=PowerRange(200, 700, 700), current_cap_w=700,
+                  control=Control(True), architecture="hopper")
+    cpu = CpuInventory(
+        vendor="GenuineIntel", raw_model="Xeon", model="Xeon", catalog_key=None, exactness="generic", sockets=1,
+        cores=8, threads=16, driver=None, available_governors=[], governors=[], epp=[], available_epp=[],
+        turbo=None, min_mhz=None, nominal_mhz=None, max_mhz=None, zones=[], policies=[],
+        cap_range_per_socket=PowerRange(), control=Control(False), telemetry=Control(False),
+        governor_control=Control(False), virtual=False)
+    return NodeInventory(host=HostInfo("node-a", "6.8.0", False), cpu=cpu, gpus=[g])
+
+
+def test_a_dry_run_reset_of_a_gpu_without_locks_leaves_the_journal(tmp_path: Path) -> None:
+    # the journal names a preset joulectl applied but no clock lock of it is left: a reset drops the
+    # preset from the journal, a dry run only says so (kills gov_nvidia.py:309 `has_original and
+    # not dry_run` -> `or`)
+    journal = Journal()
+    journal.record(BUS, "governorPreset", None, {"preset": "efficient", "status": "applied"}, vendor="nvidia",
+                   command="governor")
+    before = json.dumps(journal.to_dict(), sort_keys=True)
+    backend = gov_nvidia.NvidiaGovernor(Host(str(tmp_path)))
+    (row,) = backend.undo(_inventory().gpus, journal, dry_run=True)
+    assert (row.status, row.message) == (Status.UNCHANGED, "nothing set by joulectl")
+    assert json.dumps(journal.to_dict(), sort_keys=True) == before
+    backend.undo(_inventory().gpus, journal)
+    assert journal.current(BUS, "governorPreset") is None
