@@ -112,6 +112,18 @@ def test_a_hybrid_cpu_spans_the_lowest_minimum_and_the_highest_maximum_clock(roo
     assert (inv.min_mhz, inv.max_mhz) == (700, 5400)
 
 
+def test_a_constraint_is_read_when_only_its_name_or_only_its_limit_is_there(root: Path, trees: ModuleType) -> None:
+    # powercap.rst: constraint_X_name is optional; a constraint whose limit file is missing is
+    # still listed (unknown limit): the constraints end only where neither file is (kills
+    # backends/cpu.py:169 `exists(name) or exists(power_limit_uw)` -> `and`)
+    base = trees.rapl_zone(root, "intel-rapl:0", "package-0", [("long_term", 250_000_000, None, 350_000_000, 999_424),
+                                                              ("short_term", 300_000_000, None, None, 2_440)])
+    (root / base.lstrip("/") / "constraint_0_name").unlink()
+    (root / base.lstrip("/") / "constraint_1_power_limit_uw").unlink()
+    (zone,) = cpu.read_zones(Host(str(root)))
+    assert [(c.index, c.name, c.limit_w) for c in zone.constraints] == [(0, None, 250), (1, "short_term", None)]
+
+
 def _two_packages(root: Path, trees: ModuleType, pkg0: tuple[int | None, int | None],
                   pkg1: tuple[int | None, int | None]) -> None:
     # powercap's constraint_N_min_power_uw and _max_power_uw are optional per zone
