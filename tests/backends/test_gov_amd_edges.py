@@ -1,7 +1,7 @@
 """The AMD governor backend at its edges: what ``describe`` names, an unreadable level file, a
 preset already in force, a reset after a killed run, the MODEL of a ``governor show`` row.
 
-The sysfs files are the amdgpu ones (docs/hardware.md 1.1: ``power_dpm_force_performance_level``,
+The sysfs files are the amdgpu ones (docs/hardware.md 1.4-1.5: ``power_dpm_force_performance_level``,
 ``pp_dpm_sclk`` with ``*`` on the level in use); every expected value is written out.
 """
 
@@ -107,10 +107,21 @@ def test_a_show_row_names_the_catalog_model_and_the_raw_one_without_it(tmp_path:
 
 
 def test_sclk_levels_are_frozen_values() -> None:
-    # pp_dpm_sclk's "N: MHz *" lines (docs/hardware.md 1.1) as values compared and hashed (kills
+    # pp_dpm_sclk's "N: MHz *" lines (docs/hardware.md 1.5) as values compared and hashed (kills
     # gov_amd.py:60 `@record(frozen=True)` -> `False`)
     levels = gov_amd.parse_sclk("0: 500Mhz\n1: 1100Mhz *\n2: 2100Mhz\n")
     assert [(lv.index, lv.mhz, lv.current) for lv in levels] == [(0, 500, False), (1, 1100, True), (2, 2100, False)]
     assert len(set(levels + gov_amd.parse_sclk("1: 1100Mhz *\n"))) == 3
     with pytest.raises(dataclasses.FrozenInstanceError):
         levels[0].mhz = 600  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("indices", "text"), [
+    ([0, 1], "sclk levels 0 1 (500-1100 MHz)"),
+    ([0], "sclk levels 0 (500 MHz)"),  # one level: one clock (kills gov_amd.py:124 `mhz[0]` -> `mhz[1]`)
+    ([2, 3], "sclk levels 2 3 (2100 MHz)"),  # two levels at one clock
+    ([7], "sclk levels 7"),  # a level the table does not list
+])
+def test_describe_levels(indices: list[int], text: str) -> None:
+    levels = gov_amd.parse_sclk("0: 500Mhz *\n1: 1100Mhz\n2: 2100Mhz\n3: 2100Mhz\n")
+    assert gov_amd.describe_levels(levels, indices) == text

@@ -1,0 +1,29 @@
+"""``nvidia.is_available``: any one sign of an NVIDIA GPU is enough to run the tool.
+
+The signs (backends/nvidia.py; docs/hardware.md 5 for the tools): a PCI function of vendor 0x10de with a
+display class, the driver's control node ``/dev/nvidiactl``, ``nvidia-smi`` on the tool path, or
+NVML forced by ``JOULECTL_NVIDIA_TRANSPORT=nvml``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from joulectl.backends import nvidia
+from joulectl.host import Host
+
+
+def test_no_sign_no_nvidia(root: Path) -> None:
+    assert nvidia.is_available(Host(str(root))) is False
+
+
+def test_a_pci_function_alone_is_enough(root: Path, trees: ModuleType) -> None:
+    # (kills backends/nvidia.py:81 `... or host.exists("/dev/nvidiactl")` -> `and`)
+    trees.pci_device(root, "0000:17:00.0", 0x10DE, 0x2330, 0x030200, "nvidia")
+    assert nvidia.is_available(Host(str(root))) is True
+
+
+def test_the_control_node_alone_is_enough(root: Path, trees: ModuleType) -> None:
+    trees.write(root, "/dev/nvidiactl", "")
+    assert nvidia.is_available(Host(str(root))) is True
