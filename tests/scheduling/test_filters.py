@@ -279,3 +279,40 @@ def test_memory_under_1_gib_is_given_in_mebibytes() -> None:
     # 768Mi asked against 512Mi allocatable
     small = node_view(node("s1", alloc={"memory": "512Mi"}))
     assert filter_reasons(pod({"memory": "768Mi"}), small) == ["needs 768Mi memory, node has 512Mi allocatable"]
+
+
+def test_which_gpu_resources_a_node_offers_instead() -> None:
+    # the resources listed as offered are those with devices allocatable: 1 counts, 0 does not
+    ask = pod({"amd.com/gpu": 1})
+    assert filter_reasons(ask, node_view(node("one", alloc={"nvidia.com/gpu": 1}))) == [
+        "needs 1 amd.com/gpu, node offers none (it has nvidia.com/gpu: 1)"]
+    assert filter_reasons(ask, node_view(node("zero", alloc={"nvidia.com/gpu": 0}))) == [
+        "needs 1 amd.com/gpu, node has no GPU resources"]
+
+
+def test_cpu_and_memory_against_little_or_overcommitted_allocatable() -> None:
+    # Kubernetes' NodeResourcesFit: a pod fits when its request is at most what is free, and a
+    # pod that requests no CPU or memory is not checked for it, even on a node its running pods
+    # overcommitted (a stale export: 70 CPU and 600Gi used of 64 and 512Gi)
+    running = [pod({"cpu": "70", "memory": "600Gi"}, nodeName="full").pod]
+    full = node_view(node("full"), running=running)
+    assert filter_reasons(pod({"nvidia.com/gpu": 0}), full) == []
+    assert filter_reasons(pod({"cpu": "500m"}), node_view(node("q", alloc={"cpu": "250m"}))) == [
+        "needs 0.5 CPU, node has 0.25 allocatable"]
+    assert filter_reasons(pod({"memory": "1"}), node_view(node("m0", alloc={"memory": "0"}))) == [
+        "needs 0Mi memory, node has 0Mi allocatable"]
+
+
+def test_gpu_type_reasons_name_the_largest_whole_gpu_request() -> None:
+    # whole GPUs need that many cards of the type, a MIG device one; the reason names the request
+    # that needs the most cards, the first by name among equals
+    a40 = node_view(node("a40", labels={"nvidia.com/gpu.product": "NVIDIA-A40", "nvidia.com/gpu.count": "2"},
+                         alloc={"nvidia.com/gpu": 2}))
+    h100 = {"nvidia.com/use-gputype": "H100"}
+    assert filter_reasons(pod({"nvidia.com/gpu": 2}, h100), a40) == [
+        "needs 2 nvidia.com/gpu of type H100, node has 0 matching of 2"]
+    mixed = node_view(node("mixed", labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                                            "nvidia.com/gpu.count": "1"},
+                           alloc={"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 7}))
+    assert filter_reasons(pod({"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 1}, h100), mixed) == [
+        "needs 1 nvidia.com/gpu of type H100, node has 0 matching of 1"]

@@ -59,3 +59,10 @@ def test_a_node_view_with_cards_is_hamis_and_read_only() -> None:
     assert node.hami is True
     with pytest.raises(dataclasses.FrozenInstanceError):
         node.unschedulable = True  # type: ignore[misc]
+
+
+def test_a_gpu_selection_is_read_only() -> None:
+    # one pod's parsed annotations, shared by every node it is checked against
+    sel = _sel(use_gputype="A100")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sel.use_types = None  # type: ignore[misc]
