@@ -40,3 +40,16 @@ def test_a_dry_run_reset_of_a_gpu_without_locks_leaves_the_journal(tmp_path: Pat
     assert json.dumps(journal.to_dict(), sort_keys=True) == before
     backend.undo(_inventory().gpus, journal)
     assert journal.current(BUS, "governorPreset") is None
+
+
+def test_show_keeps_the_status_the_journal_says_for_a_lock_of_joulectl(tmp_path: Path) -> None:
+    # a graphics lock joulectl set and verified earlier ("applied" in the journal) is shown
+    # applied, without sampling the clocks again; only an unverified one is checked (kills
+    # gov_nvidia.py:351 `status or "applied-unverified"` -> `and`)
+    journal = Journal()
+    journal.record(BUS, "gpuLockedClocks", None, "1000,1755", vendor="nvidia", command="governor")
+    journal.record(BUS, "governorPreset", None, {"preset": "efficient", "status": "applied"}, vendor="nvidia",
+                   command="governor")
+    backend = gov_nvidia.NvidiaGovernor(Host(str(tmp_path)))
+    (row,) = backend.show(_inventory().gpus, journal)
+    assert (row.set_by, row.preset, row.status, row.message) == ("joulectl", "efficient", "applied", "")

@@ -19,7 +19,7 @@ def test_no_sign_no_nvidia(root: Path) -> None:
 
 
 def test_a_pci_function_alone_is_enough(root: Path, trees: ModuleType) -> None:
-    # (kills backends/nvidia.py:81 `... or host.exists("/dev/nvidiactl")` -> `and`)
+    # (kills backends/nvidia.py:80 `... or host.exists("/dev/nvidiactl")` -> `and`)
     trees.pci_device(root, "0000:17:00.0", 0x10DE, 0x2330, 0x030200, "nvidia")
     assert nvidia.is_available(Host(str(root))) is True
 
