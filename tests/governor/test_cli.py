@@ -475,3 +475,27 @@ def test_the_library_calls_target_the_gpus_unless_told(tmp_path: Path) -> None:
         assert str(exc.value) == ("PRESET: unknown GPU preset 'efficiency' "
                                   "(GPU presets: auto, sustained, efficient, low, peak)")
         assert exc.value.exit_code == ExitCode.USAGE
+
+
+@pytest.mark.parametrize(("err", "exit_code", "hint"), [
+    (errno.EACCES, ExitCode.REFUSED, "run as root (sudo joulectl ...)"),
+    (errno.EROFS, ExitCode.REFUSED, "run as root (sudo joulectl ...)"),
+    (errno.EIO, ExitCode.INTERNAL, None),
+])
+def test_a_journal_that_cannot_be_read_stops_a_reset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    err: int, exit_code: ExitCode, hint: str | None) -> None:
+    # no privilege to read the journal (EACCES, EROFS: open(2)) is a refusal with the privilege
+    # hint, SPEC §2's exit 4; an I/O error (EIO) is a failure, exit 1
+    from joulectl.host import HostIOError
+    from joulectl.ops import journal as journal_mod
+
+    root = trees.amd_mi250x_x4(tmp_path / "m")
+
+    def unreadable(host: Host) -> Journal:
+        raise HostIOError(err, "/var/lib/joulectl/state.json")
+
+    monkeypatch.setattr(journal_mod, "load", unreadable)
+    with pytest.raises(JoulectlError) as exc:
+        gov.run_reset(Host(str(root)), gpu=False, cpu=False, selectors=(), dry_run=False, wait_s=0, warnings=[])
+    assert str(exc.value) == f"cannot read the journal /var/lib/joulectl/state.json: {os.strerror(err)}"
+    assert (exc.value.exit_code, exc.value.hint) == (exit_code, hint)
