@@ -125,3 +125,13 @@ def test_sclk_levels_are_frozen_values() -> None:
 def test_describe_levels(indices: list[int], text: str) -> None:
     levels = gov_amd.parse_sclk("0: 500Mhz *\n1: 1100Mhz\n2: 2100Mhz\n3: 2100Mhz\n")
     assert gov_amd.describe_levels(levels, indices) == text
+
+
+def test_a_preset_over_efficient_names_the_mask_it_replaces(tmp_path: Path) -> None:
+    # efficient leaves manual with levels 0 1 (75 % of 2100 MHz is 1575 MHz); peak over it names that
+    # as what was in force (kills gov_amd.py:213 `level_now == "manual"` -> `!=`)
+    _tree(tmp_path)
+    host, journal, inv = Host(str(tmp_path)), Journal(), _inventory(_gpu())
+    gov.apply_preset(host, inv, journal, "efficient")
+    peak = gov.apply_preset(host, inv, journal, "peak")[0]
+    assert (peak.status, peak.before, peak.after) == (Status.APPLIED, "manual (sclk levels 0 1)", "profile_peak")
