@@ -16,17 +16,14 @@ import errno
 import gc
 import json
 import math
-import multiprocessing
 import os
 import signal
-import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from joulectl.errors import InputError, JoulectlError
 from joulectl.render import warn
@@ -44,6 +41,9 @@ from joulectl.sim.tick import (
     kept_files,
     model_fingerprint,
 )
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 #: Workers contend past about 12 (emulate-mode seed, "Tick cost").
 MAX_WORKERS = 12
@@ -106,6 +106,8 @@ class RunSummary:
 
     @property
     def median_tick_s(self) -> float:
+        import statistics  # (not at import: a start pays for it only at its summary)
+
         return statistics.median(self.tick_seconds) if self.tick_seconds else 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -398,6 +400,8 @@ class _Pool:
             self.local = Shard(shards[0], nvml_io, mode)
             self.startup = self.local.startup_events()
             return
+        import multiprocessing  # only for two workers or more: a FUSE or one-worker start skips it
+
         ctx = multiprocessing.get_context("fork")
         for entries in shards:
             parent, child = ctx.Pipe()

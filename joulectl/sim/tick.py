@@ -287,6 +287,39 @@ def write_in_place(path: str, text: str) -> tuple[int, int, int] | None:
         os.close(fd)
 
 
+#: The first byte of a document :func:`rewrite_document` is rewriting: no JSON text starts with it.
+TORN = b"!"
+
+
+def rewrite_document(path: str, data: bytes) -> None:
+    """Replace a JSON document's file in place (same inode), so that no reader and no kill ever
+    finds a document that parses but mixes the new bytes with the old.
+
+    The first byte is set to :data:`TORN` before the rest is written and put back last, after the
+    file is cut to the new length: a read or a kill in between sees a file that does not parse,
+    which every reader takes as no document. Instead of a temporary file and ``rename``: over an
+    existing file, ext4 starts the new file's write-out at the rename (``auto_da_alloc``), about
+    3 ms a file on this machine's disk at load 7 against microseconds for the writes in place
+    (a stop writes one start-up cache per node).
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        if not data:
+            os.ftruncate(fd, 0)
+            return
+        os.pwrite(fd, TORN, 0)
+        view, off = memoryview(data)[1:], 1
+        while view:
+            n = os.pwrite(fd, view, off)
+            if n <= 0:
+                raise OSError(errno_mod.EIO, "short write", path)
+            view, off = view[n:], off + n
+        os.ftruncate(fd, len(data))
+        os.pwrite(fd, data[:1], 0)
+    finally:
+        os.close(fd)
+
+
 def write_counter(path: str, text: str, old_len: int) -> bool:
     """:func:`write_in_place` for a counter the emulator alone writes: no signature taken, and no
     ``ftruncate`` when the new text is not shorter than the ``old_len`` bytes it replaces."""
@@ -707,7 +740,8 @@ class NodeRuntime:
         return doc
 
     def save_cache(self) -> None:
-        """Write the start-up cache (atomically); called at a clean stop."""
+        """Write the start-up cache (in place, never read half-written: :func:`rewrite_document`);
+        called at a clean stop."""
         m = self.model
         flat: list[int] = []
         for w in m.writables:
@@ -720,15 +754,11 @@ class NodeRuntime:
         if sig is not None:  # the ledger as of the stop, as its file holds it (values rounded)
             doc["l"] = json.loads(self.ledger.to_json())
             doc["ls"] = sig
-        path = self._cache_path()
-        tmp = f"{path}.{os.getpid()}.tmp"
+        # json.dumps, not json.dump: dump streams through the pure-Python encoder (seconds for
+        # thousands of nodes at a stop), dumps takes the C one.
+        text = json.dumps(doc, separators=(",", ":"))
         try:
-            # json.dumps, not json.dump: dump streams through the pure-Python encoder (seconds for
-            # thousands of nodes at a stop), dumps takes the C one.
-            text = json.dumps(doc, separators=(",", ":"))
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
+            rewrite_document(self._cache_path(), text.encode("utf-8"))
         except OSError:
             pass
 
