@@ -124,6 +124,21 @@ def test_a_constraint_is_read_when_only_its_name_or_only_its_limit_is_there(root
     assert [(c.index, c.name, c.limit_w) for c in zone.constraints] == [(0, None, 250), (1, "short_term", None)]
 
 
+def test_why_the_cpu_cannot_be_capped(root: Path, trees: ModuleType) -> None:
+    # cpufreq policies without any powercap zone: the zones are missing, not everything; a package
+    # zone without a long_term constraint: energy only (kills backends/cpu.py:592 `not zones and
+    # not policies` -> `or`, and :604 `Control(False, ...)` -> `True`)
+    trees.write(root, "/proc/cpuinfo", trees.cpuinfo("Intel(R) Xeon(R) Platinum 8480+", "GenuineIntel", 1, 1, 1, "fpu"))
+    trees.cpufreq_policies(root, 1, driver="intel_pstate", governors="performance powersave", governor="powersave",
+                           min_khz=800_000, max_khz=3_800_000)
+    control = cpu.discover(Host(str(root))).control
+    assert (control.available, control.reason) == (False, "no powercap (RAPL) zones under /sys/class/powercap")
+    trees.rapl_zone(root, "intel-rapl:0", "package-0")
+    control = cpu.discover(Host(str(root))).control
+    assert (control.available, control.reason) == (
+        False, "the package zones are energy-only (no long_term power limit constraint)")
+
+
 def _two_packages(root: Path, trees: ModuleType, pkg0: tuple[int | None, int | None],
                   pkg1: tuple[int | None, int | None]) -> None:
     # powercap's constraint_N_min_power_uw and _max_power_uw are optional per zone

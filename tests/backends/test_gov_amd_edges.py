@@ -135,3 +135,16 @@ def test_a_preset_over_efficient_names_the_mask_it_replaces(tmp_path: Path) -> N
     gov.apply_preset(host, inv, journal, "efficient")
     peak = gov.apply_preset(host, inv, journal, "peak")[0]
     assert (peak.status, peak.before, peak.after) == (Status.APPLIED, "manual (sclk levels 0 1)", "profile_peak")
+
+
+def test_efficient_again_after_the_operator_left_manual_is_written_again(tmp_path: Path) -> None:
+    # efficient wrote manual with levels 0 1; the operator set auto since and the driver lists the
+    # levels: efficient again writes manual and the mask again (kills gov_amd.py:220 the second
+    # `and` -> `or`, which took the journaled mask for one in force)
+    _tree(tmp_path)
+    host, journal, inv = Host(str(tmp_path)), Journal(), _inventory(_gpu())
+    gov.apply_preset(host, inv, journal, "efficient")
+    _tree(tmp_path, level="auto")
+    again = gov.apply_preset(host, inv, journal, "efficient")[0]
+    assert again.status in (Status.APPLIED, Status.APPLIED_UNVERIFIED)
+    assert (tmp_path / LEVEL.lstrip("/")).read_text().strip() == "manual"
