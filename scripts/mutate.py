@@ -454,9 +454,9 @@ def map_key(group: str) -> str:
 MAP_FORMAT = "tests-3"
 
 
-def build_map(group: str, restorer: Restorer, log: Any) -> dict[str, Any] | None:
-    """Run each test file of ``group`` once with its modules instrumented: the lines each reaches,
-    its time and status (None when one fails on the unmutated code)."""
+def build_map(group: str, restorer: Restorer, log: Any, only: list[str] | None = None) -> dict[str, Any] | None:
+    """Run each test file of ``group`` (or of ``only``) once with its modules instrumented: the lines
+    each reaches, its time and status (None when one fails on the unmutated code)."""
     files, tests = MAP[group]
     work = Path(tempfile.mkdtemp(prefix="mutmap-"))
     hook = work / "hook.py"
@@ -464,7 +464,7 @@ def build_map(group: str, restorer: Restorer, log: Any) -> dict[str, Any] | None
     (work / "mutmap_plugin.py").write_text(PLUGIN)
     entry: dict[str, Any] = {"key": map_key(group), "paths": {}}
     try:
-        for n, t in enumerate(test_paths(tests)):
+        for n, t in enumerate(only if only is not None else test_paths(tests)):
             out_dir = work / str(n)
             out_dir.mkdir()
             for f in files:
@@ -693,6 +693,20 @@ def main(argv: list[str] | None = None) -> int:
             if select_tests:
                 cached = maps.get(g)
                 if isinstance(cached, dict) and cached.get("key") == map_key(g):
+                    # the modules and shared files are those of the map: only the test files changed
+                    # or added since are mapped again (each file's map run stands alone)
+                    stale = [t for t in test_paths(MAP[g][1]) if (rec := cached["paths"].get(t)) is None
+                             or rec["sha"] != _digest([REPO / t])]
+                    if stale:
+                        t0 = time.monotonic()
+                        fresh = build_map(g, restorer, sys.stdout, only=stale)
+                        if fresh is None:
+                            continue
+                        cached["paths"].update(fresh["paths"])
+                        with open(args.map, "w", encoding="utf-8") as fh:
+                            json.dump(maps, fh)
+                        print(f"[map] {g}: {len(stale)} test files mapped again in {time.monotonic() - t0:.0f} s",
+                              flush=True)
                     print(f"[map] {g}: the map in {args.map} is current", flush=True)
                 else:
                     t0 = time.monotonic()
