@@ -499,3 +499,16 @@ def test_a_journal_that_cannot_be_read_stops_a_reset(tmp_path: Path, monkeypatch
         gov.run_reset(Host(str(root)), gpu=False, cpu=False, selectors=(), dry_run=False, wait_s=0, warnings=[])
     assert str(exc.value) == f"cannot read the journal /var/lib/joulectl/state.json: {os.strerror(err)}"
     assert (exc.value.exit_code, exc.value.hint) == (exit_code, hint)
+
+
+def test_reset_gpu_on_a_node_without_gpus_touches_no_policy(tmp_path: Path, cli: Cli) -> None:
+    # `governor reset --gpu` names its target: on a node without GPUs there is no device (exit 3,
+    # SPEC §2), and the CPU policies joulectl set stay as set; only without a flag does such a
+    # node default to its CPUs
+    root = trees.intel_2s_host(tmp_path / "c")
+    pol = root / "sys/devices/system/cpu/cpufreq/policy15"
+    assert cli("--root", root, "governor", "set", "efficiency").exit_code == 0
+    r = cli("--root", root, "governor", "reset", "--gpu")
+    assert (r.exit_code, r.stderr.strip()) == (ExitCode.NO_DEVICE, "joulectl: error: no GPU found on this node")
+    assert (pol / "scaling_governor").read_text().strip() == "powersave"
+    assert (pol / "energy_performance_preference").read_text().strip() == "power"
