@@ -58,7 +58,7 @@ EPP_FREQ = {"performance": 1.0, "balance_performance": 1.0, "default": 1.0, "bal
 _UINT = re.compile(r"^\s*\+?(\d+)\s*$")
 
 
-@dataclass
+@dataclass(slots=True)
 class Writable:
     """An agent-writable file and the value in force."""
 
@@ -71,7 +71,7 @@ class Writable:
     path: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class CounterFile:
     """A file the emulator advances: ``kind`` is energy_uj, power_uw, freq_khz, temp_mc or sclk."""
 
