@@ -56,19 +56,6 @@ def driver_of(host: Host, device_path: str) -> str | None:
         return None
 
 
-def read_device(host: Host, bus_id: str) -> PciDevice:
-    """The PCI function ``bus_id`` (unknown attributes are None)."""
-    path = f"{PCI_DEVICES}/{bus_id}"
-    return PciDevice(
-        bus_id=normalize_bus_id(bus_id),
-        path=path,
-        vendor_id=host.read_int(f"{path}/vendor", base=16),
-        device_id=host.read_int(f"{path}/device", base=16),
-        class_code=host.read_int(f"{path}/class", base=16),
-        driver=driver_of(host, path),
-    )
-
-
 def gpu_functions(host: Host, vendor_id: int) -> list[PciDevice]:
     """PCI functions of ``vendor_id`` with a GPU class (display or accelerator), sorted by bus id.
 
