@@ -139,6 +139,18 @@ def test_why_the_cpu_cannot_be_capped(root: Path, trees: ModuleType) -> None:
         False, "the package zones are energy-only (no long_term power limit constraint)")
 
 
+def test_a_cpuinfo_without_physical_id_is_one_socket_and_no_policies_no_governor(root: Path, trees: ModuleType) -> None:
+    # a guest's /proc/cpuinfo often has no "physical id": its processors are one socket; without
+    # cpufreq policies no governor can be set (written after the seed-9174 deciding sample: kills
+    # backends/cpu.py:455 `1 if threads else 0` -> `2` and :497 `Control(False, ...)` -> `True`)
+    trees.write(root, "/proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon\n\n"
+                                       "processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon\n\n")
+    inv = cpu.discover(Host(str(root)))
+    assert (inv.threads, inv.sockets) == (2, 1)
+    assert (inv.governor_control.available, inv.governor_control.reason) == (
+        False, "no cpufreq policies under /sys/devices/system/cpu/cpufreq")
+
+
 def _two_packages(root: Path, trees: ModuleType, pkg0: tuple[int | None, int | None],
                   pkg1: tuple[int | None, int | None]) -> None:
     # powercap's constraint_N_min_power_uw and _max_power_uw are optional per zone

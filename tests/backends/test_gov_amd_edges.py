@@ -148,3 +148,15 @@ def test_efficient_again_after_the_operator_left_manual_is_written_again(tmp_pat
     again = gov.apply_preset(host, inv, journal, "efficient")[0]
     assert again.status in (Status.APPLIED, Status.APPLIED_UNVERIFIED)
     assert (tmp_path / LEVEL.lstrip("/")).read_text().strip() == "manual"
+
+
+def test_a_reset_after_a_first_run_was_killed_names_the_level_it_was_setting(tmp_path: Path) -> None:
+    # the only run of joulectl was killed while setting low (pending, nothing current); the operator
+    # has since set high: a reset leaves it and names low (kills gov_amd.py:290 `pending[-1]` ->
+    # `pending[-2]`, found after the deciding sample was drawn)
+    _tree(tmp_path, level="high")
+    journal = Journal()
+    journal.intend(BUS, "perfLevel", "auto", "low", vendor="amd")
+    r = gov.reset(Host(str(tmp_path)), _inventory(_gpu()), journal, cpu=False)[0]
+    assert (r.status, r.message) == (
+        Status.UNCHANGED, "performance level changed to high since joulectl set low: left alone")

@@ -53,3 +53,12 @@ def test_show_keeps_the_status_the_journal_says_for_a_lock_of_joulectl(tmp_path:
     backend = gov_nvidia.NvidiaGovernor(Host(str(tmp_path)))
     (row,) = backend.show(_inventory().gpus, journal)
     assert (row.set_by, row.preset, row.status, row.message) == ("joulectl", "efficient", "applied", "")
+
+
+def test_a_gpu_1_percent_busy_is_busy() -> None:
+    # nvidia-smi's utilization.gpu: the percent of time a kernel ran; any time at all is busy, and
+    # an unknown utilization is unknown (written after the seed-9174 deciding sample: kills
+    # nvidia_clocks.py:86 `> 0` -> `> 1`)
+    from joulectl.backends.nvidia_clocks import ClockSample
+
+    assert [ClockSample(1980, 2619, u).busy for u in (0, 1, 100, None)] == [False, True, True, None]

@@ -27,3 +27,11 @@ def test_a_pci_function_alone_is_enough(root: Path, trees: ModuleType) -> None:
 def test_the_control_node_alone_is_enough(root: Path, trees: ModuleType) -> None:
     trees.write(root, "/dev/nvidiactl", "")
     assert nvidia.is_available(Host(str(root))) is True
+
+
+def test_a_tool_failure_is_named_by_its_first_line_of_200_characters_at_most() -> None:
+    # (kills backends/nvidia.py:249 `[:200]` -> `[:201]`, found after the deciding sample was drawn)
+    assert nvidia._first_line("", "  \n" + "x" * 250 + "\nsecond") == "x" * 200
+    assert nvidia._first_line("\n", " \t\n") == "no output"
+    assert nvidia._first_line("Failed to initialize NVML: Driver/library version mismatch\n", "") == (
+        "Failed to initialize NVML: Driver/library version mismatch")

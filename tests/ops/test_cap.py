@@ -914,6 +914,28 @@ def test_journal_that_cannot_be_saved_is_partial_and_says_so(tmp_path: Path) -> 
                         "No space left on device")
 
 
+def test_a_write_ahead_save_that_fails_is_said_even_when_the_final_save_works(tmp_path: Path) -> None:
+    # the disk is full for the write-ahead save only: the caps go on, the final save journals them,
+    # and the run still says the write-ahead journal was not saved, with the kernel's text (written
+    # after the seed-9174 deciding sample: kills ops/cap.py:960 `e.strerror or e` -> `and`)
+    class FullOnce(Host):
+        failed = False
+
+        def write_atomic(self, host_path: str, data: str, *, mode: int = 0o644, durable: bool = True) -> None:
+            if not self.failed:
+                self.failed = True
+                raise OSError(errno.ENOSPC, "No space left on device")
+            super().write_atomic(host_path, data, mode=mode, durable=durable)
+
+    root = tmp_path / "root"
+    root.mkdir()
+    host = FullOnce(str(root))
+    report = run(host, Node([gpu(0)]), pct=60)
+    assert report.results[0].status is Status.APPLIED
+    assert report.journal_error == "/var/lib/joulectl/state.json: No space left on device"
+    assert journal_of(host)["devices"]["0000:10:00.0"]["current"] == {"capWatts": 420}
+
+
 def test_unreadable_journal_stops_before_any_write(host: Host) -> None:
     Path(host.path(journal_mod.JOURNAL_PATH)).mkdir(parents=True)  # a directory where the file belongs
     node = Node([gpu(0)])
