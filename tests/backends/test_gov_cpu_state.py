@@ -67,3 +67,23 @@ def test_a_show_row_gives_the_policy_clock_in_whole_mhz(root: Path, trees: Modul
     host = Host(str(root))
     rows, _ = gov.show(host, inventory(host, policy_details=True), Journal(), gpu=False, cpu=True)
     assert [(r.device, r.clocks) for r in rows] == [("cpufreq:policy0", "2400 MHz")]
+
+
+def test_a_cpu_show_row_names_the_vendor_and_the_raw_model(root: Path, trees: ModuleType) -> None:
+    # the row's VENDOR is /proc/cpuinfo's vendor_id in lower case ("cpu" without one), its MODEL the
+    # raw "model name" (the catalog's name without one) (written after the deciding samples: kills
+    # backends/gov_cpu.py:179 `cpu.vendor or "cpu"` -> `and` and :366 `raw_model or model` -> `and`)
+    from joulectl.ops import governor as gov
+    from joulectl.ops.discover import inventory
+    from joulectl.ops.journal import Journal
+
+    trees.write(root, "/proc/cpuinfo", trees.cpuinfo("Intel(R) Xeon(R) Platinum 8480+", "GenuineIntel", 1, 1, 1, "fpu"))
+    trees.cpufreq_policies(root, 1, driver="intel_pstate", governors="performance powersave", governor="powersave",
+                           min_khz=800_000, max_khz=3_800_000)
+    host = Host(str(root))
+    inv = inventory(host)
+    rows, _ = gov.show(host, inv, Journal(), gpu=False, cpu=True)
+    assert [(r.vendor, r.model) for r in rows] == [("genuineintel", "Intel(R) Xeon(R) Platinum 8480+")]
+    inv.cpu.vendor, inv.cpu.raw_model, inv.cpu.model = None, None, "Xeon Platinum 8480+"
+    rows, _ = gov.show(host, inv, Journal(), gpu=False, cpu=True)
+    assert [(r.vendor, r.model) for r in rows] == [("cpu", "Xeon Platinum 8480+")]

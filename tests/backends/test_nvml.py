@@ -235,3 +235,16 @@ def test_enforced_limit_below_the_requested_one(root: Path, mocker: MockerFixtur
         (Status.APPLIED, 600, ""),
     ]
     mocks["enforced"].assert_any_call("h0")
+
+
+def test_a_default_limit_below_the_maximum_is_the_default(root: Path, trees: ModuleType, mocker: MockerFixture) -> None:
+    # nvmlDeviceGetPowerManagementDefaultLimit is the board's own default, independent of the
+    # constraints' maximum (a board whose default is set below it: here 310 W in 200-350 W): the
+    # default, not the maximum (written after the seed-9173 deciding sample: kills
+    # backends/nvidia.py:214 `default_mw is not None` -> `is`)
+    trees.intel_2s_host(root)
+    trees.nvidia_pci(root, trees.H100_BUSES[:1])
+    install(mocker, [Board(trees.smi_id(trees.H100_BUSES[0]), limit_mw=310_000, max_mw=350_000,
+                           default_mw=310_000)])
+    (g,) = inventory(Host(str(root), env=NVML_ENV)).gpus
+    assert (g.cap_range.min_w, g.cap_range.max_w, g.cap_range.default_w, g.current_cap_w) == (200, 350, 310, 310)
