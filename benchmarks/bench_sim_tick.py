@@ -82,10 +82,13 @@ def _agent(root: str, nodes: list[str], writes: int, policies: int = 128) -> Any
 
 
 def _cpu_now() -> float:
-    """CPU seconds (user + system) of this process and of its live worker processes so far."""
+    """CPU seconds (user + system) of this process, of its live worker processes and of its
+    children that ended (the resume check's forked processes) so far."""
     import multiprocessing
+    import resource
 
-    total = time.process_time()
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + ended.ru_utime + ended.ru_stime
     tck = os.sysconf("SC_CLK_TCK")
     for child in multiprocessing.active_children():
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,64 @@ def test_the_check_is_split_by_the_directories_to_stat(monkeypatch: pytest.Monke
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert tree._check_workers(full) == 8  # type: ignore[arg-type]
     assert tree._check_workers(full[:40]) == 2  # type: ignore[arg-type]
+
+
+class _StopOnWait(threading.Event):
+    """A stop event the loop's first wait sets (as the main thread does when SIGTERM ends the mount)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout if timeout is not None else -1.0)
+        self.set()
+        return True
+
+
+def _waiting_run(tmp_path: Path, stop: _StopOnWait) -> object:
+    from joulectl.sim import runtime
+    from tests.sim.test_runtime_clock import RecordingPool, _spec, readings
+
+    spec = _spec(tmp_path)
+    return runtime.run_entries([], str(tmp_path), spec.facility, ticks=3, tick_s=5.0, workers=1,  # type: ignore[attr-defined]
+                               clock=readings([1000.0, 1000.0, 1000.0]), pool=RecordingPool(), stop_event=stop)
+
+
+def test_a_tick_loop_in_a_thread_waits_on_its_stop_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FUSE mode's tick thread: between ticks it waits on the stop event, so the stop ends the wait
+    at once (no sleep to finish first)."""
+    import time
+
+    slept: list[float] = []
+    stop = _StopOnWait()
+
+    def sleep(s: float) -> None:  # what the loop did before: the stop seen only after the sleep
+        slept.append(s)
+        stop.set()
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(_waiting_run(tmp_path, stop)))
+    thread.start()
+    thread.join()
+    summary = out[0]
+    assert stop.waits == [0.1] and slept == []
+    assert (summary.ticks, summary.interrupted) == (0, True)  # type: ignore[attr-defined]
+
+
+def test_a_tick_loop_in_the_main_thread_sleeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the main thread (Ctrl-C's handler sets the stop there) the loop sleeps instead."""
+    import time
+
+    stop = _StopOnWait()
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        stop.set()
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    summary = _waiting_run(tmp_path, stop)
+    assert slept == [0.1] and stop.waits == []
+    assert (summary.ticks, summary.interrupted) == (0, True)  # type: ignore[attr-defined]
