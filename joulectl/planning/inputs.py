@@ -221,7 +221,7 @@ class _PoolTemplate:
             return self.node, self.hardware
         if not self.ok:
             return node_object(spec_node), node_hardware(spec_node)
-        node = _renamed(self.node, self.node_paths, spec_node.name)
+        node = _with_ids(_renamed(self.node, self.node_paths, spec_node.name), spec_node.name)
         hardware = _renamed(self.hardware, self.hw_paths, spec_node.name)
         if not self.checked:
             self.checked = True
@@ -230,6 +230,23 @@ class _PoolTemplate:
                 self.ok = False
                 return full_node, full_hw
         return node, hardware
+
+
+def _with_ids(node: dict[str, Any], name: str) -> dict[str, Any]:
+    """``node`` with its own ``status.nodeInfo`` ids (derived from the name, not on a name path:
+    without them every pool's second node differed from its renamed first, and every node was
+    built in full, 330 us a node)."""
+    from joulectl.sim.k8s import node_ids
+
+    status = node.get("status")
+    if not isinstance(status, dict):
+        return node
+    info = status.get("nodeInfo")
+    if not isinstance(info, dict):
+        return node
+    out = dict(node)
+    out["status"] = {**status, "nodeInfo": {**info, **node_ids(name)}}
+    return out
 
 
 def load_spec_cluster(path: str, profiles_dir: str | None) -> ClusterInput:

@@ -292,19 +292,27 @@ def node_hardware(node: SpecNode) -> dict[str, Any]:
 _ID_NAMESPACE = uuid.UUID("6a1e3b52-4c3f-4f0e-9d7e-2f1b0c9a8d11")
 
 
+def node_ids(name: str) -> dict[str, str]:
+    """The ids of ``status.nodeInfo`` that differ from node to node: derived from the node name."""
+    return {
+        "bootID": str(uuid.uuid5(_ID_NAMESPACE, f"{name}/boot")),
+        "machineID": uuid.uuid5(_ID_NAMESPACE, f"{name}/machine").hex,
+        "systemUUID": str(uuid.uuid5(_ID_NAMESPACE, f"{name}/system")),
+    }
+
+
 def _node_info(name: str, kernel: str, kwok: bool) -> dict[str, str]:
     """``status.nodeInfo`` with every field the Node schema requires (strict validation): ids
     derived from the node name (the same every render), KWOK's fake versions on a KWOK node."""
     version = "fake" if kwok else "v1.31.0"
-    return {
+    info = {
         "architecture": "amd64",
-        "bootID": str(uuid.uuid5(_ID_NAMESPACE, f"{name}/boot")),
         "containerRuntimeVersion": "fake://1.0" if kwok else "containerd://1.7.22",
         "kernelVersion": kernel,
         "kubeProxyVersion": version,
         "kubeletVersion": version,
-        "machineID": uuid.uuid5(_ID_NAMESPACE, f"{name}/machine").hex,
         "operatingSystem": "linux",
         "osImage": "joulectl simulate",
-        "systemUUID": str(uuid.uuid5(_ID_NAMESPACE, f"{name}/system")),
+        **node_ids(name),
     }
+    return dict(sorted(info.items()))  # the keys in the order they always had

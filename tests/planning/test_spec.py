@@ -236,3 +236,23 @@ spec:
     assert from_nodes["mi250x-0"]["status"]["powerMeasurement"]["gpuTdpW"] == 4 * 560
     assert from_nodes["w7900-0"]["status"]["powerMeasurement"]["gpuTdpW"] == 241
     assert from_nodes["whole-1"]["spec"]["gpu"]["governor"] == "efficient"
+
+
+def test_a_pools_nodes_are_its_first_renamed_with_their_own_ids(tmp_path: Path) -> None:
+    """The pool template holds (its check on the second node passes), so a 100,000-node ClusterSpec
+    computes each pool's facts once; every node still has the Node a full build gives it."""
+    from joulectl.planning.inputs import _PoolTemplate
+    from joulectl.sim.clusterspec import load_spec
+    from joulectl.sim.k8s import node_hardware, node_object
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: t}\nspec:\n"
+                    "  pools:\n  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 3}\n")
+    nodes = load_spec(str(spec), profiles_dir=None).nodes
+    template = _PoolTemplate(nodes[0], node_object, node_hardware)
+    built = [template.build(n, node_object, node_hardware) for n in nodes]
+    assert template.ok
+    assert [b[0] for b in built] == [node_object(n) for n in nodes]
+    assert [b[1] for b in built] == [node_hardware(n) for n in nodes]
+    ids = {b[0]["status"]["nodeInfo"]["systemUUID"] for b in built}
+    assert len(ids) == 3
