@@ -438,6 +438,19 @@ def test_device_selection(host: Host) -> None:
     assert str(exc.value) == "--device A100 matched no GPU (this node has 3 GPUs)"
 
 
+def _inventory_recorded(node: Node) -> tuple[Any, list[tuple[bool, bool]]]:
+    """``node``'s deps whose inventory records what each call asked for: (GPUs, CPU)."""
+    calls: list[tuple[bool, bool]] = []
+
+    def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None) -> NodeInventory:
+        calls.append((gpus, cpu))
+        return node.inventory(host, gpus=gpus, cpu=cpu, node_name=node_name)
+
+    deps = node.deps()
+    deps.inventory = inventory
+    return deps, calls
+
+
 @pytest.mark.parametrize(("flags", "asked"), [
     ({"pct": 60}, (True, False)),  # SPEC §4: the target defaults to the GPUs
     ({"pct": 60, "gpu": True}, (True, False)),
@@ -449,15 +462,7 @@ def test_the_inventory_is_asked_for_the_targets_of_the_run_only(host: Host, flag
                                                                 asked: tuple[bool, bool]) -> None:
     # one inventory, of the GPUs, the CPU or both as the flags say: a CPU cap does not query
     # nvidia-smi, a GPU cap does not read powercap (kills ops/cap.py:115 `wants_cpu`'s `or` -> `and`)
-    node = Node([gpu(0)], [zone(0)])
-    calls: list[tuple[bool, bool]] = []
-
-    def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None) -> NodeInventory:
-        calls.append((gpus, cpu))
-        return node.inventory(host, gpus=gpus, cpu=cpu, node_name=node_name)
-
-    deps = node.deps()
-    deps.inventory = inventory
+    deps, calls = _inventory_recorded(Node([gpu(0)], [zone(0)]))
     execute(host, build_request(dry_run=True, **flags), deps)
     assert calls == [asked]
 
@@ -836,15 +841,7 @@ def test_a_twin_or_a_schedule_asks_the_inventory_for_both_targets(host: Host, tm
     # what a twin or a schedule sets is known only after the inventory (the node's name picks the
     # twin, the time the window): it asks for the GPUs and the CPU alike, whatever it then sets
     # (kills ops/cap.py:818, :819 `mode in ("twin", "schedule")` -> `not in`)
-    node = Node([gpu(0)], [zone(0)])
-    calls: list[tuple[bool, bool]] = []
-
-    def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None) -> NodeInventory:
-        calls.append((gpus, cpu))
-        return node.inventory(host, gpus=gpus, cpu=cpu, node_name=node_name)
-
-    deps = node.deps()
-    deps.inventory = inventory
+    deps, calls = _inventory_recorded(Node([gpu(0)], [zone(0)]))
     gpu_only_twin = TWIN.replace("  cpu: {packagePowerCapPctOfMax: 60, packagePowerCapWatts: 120}\n", "")
     execute(host, build_request(from_twin=_twin(tmp_path, gpu_only_twin), dry_run=True), deps)
     sched = tmp_path / "eco.yaml"

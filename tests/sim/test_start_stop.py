@@ -62,12 +62,18 @@ def test_a_document_being_rewritten_never_parses(tmp_path: Path, monkeypatch: py
     assert path.read_bytes() == b'{"t":1235,"s":[1,2]}'
 
 
-def test_a_clean_stop_rewrites_the_start_up_cache_in_place(tmp_path: Path) -> None:
+def _ticked_once(tmp_path: Path) -> Path:
+    """A node ticked once by a runtime that then stopped cleanly (its start-up cache written)."""
     node = build_node(tmp_path, "n1")
     rt = _runtime(node)
     rt.readback(T0 + 1)
     rt.step(T0 + 1, 1.0)
     rt.save_cache()
+    return node
+
+
+def test_a_clean_stop_rewrites_the_start_up_cache_in_place(tmp_path: Path) -> None:
+    node = _ticked_once(tmp_path)
     cache = node / "state" / tick.CACHE_NAME
     ino = cache.stat().st_ino
     again = _runtime(node)
@@ -84,11 +90,7 @@ def test_a_clean_stop_rewrites_the_start_up_cache_in_place(tmp_path: Path) -> No
 
 def test_a_cache_left_torn_by_a_kill_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run killed while its stop rewrote the cache: the next start reads the ledger and the tree."""
-    node = build_node(tmp_path, "n1")
-    rt = _runtime(node)
-    rt.readback(T0 + 1)
-    rt.step(T0 + 1, 1.0)
-    rt.save_cache()
+    node = _ticked_once(tmp_path)
     cache = node / "state" / tick.CACHE_NAME
     torn = bytearray(cache.read_bytes())
     torn[0:1] = tick.TORN
