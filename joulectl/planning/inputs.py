@@ -186,33 +186,51 @@ def _name_paths(obj: Any, name: str, path: tuple[Any, ...] = ()) -> list[tuple[A
     return [p for k, v in items for p in _name_paths(v, name, (*path, k))]
 
 
-def _renamed(obj: Any, paths: list[tuple[Any, ...]], name: str) -> Any:
-    """``obj`` with ``name`` at ``paths``: the containers on those paths copied, the rest shared."""
-    if not paths:
-        return obj
-    if () in paths:
-        return name
-    heads: dict[Any, list[tuple[Any, ...]]] = {}
-    for p in paths:
-        heads.setdefault(p[0], []).append(p[1:])
-    out = dict(obj) if isinstance(obj, dict) else list(obj)
-    for key, rest in heads.items():
-        out[key] = _renamed(obj[key], rest, name)
+#: The ``status.nodeInfo`` ids of a Node that differ from node to node (``joulectl.sim.k8s.node_ids``).
+_ID_KEYS = ("bootID", "machineID", "systemUUID")
+
+
+def _path_tree(leaves: dict[tuple[Any, ...], str]) -> dict[Any, Any]:
+    """``{path: value key}`` as a tree of keys: ``{key: subtree, or the value key at a leaf}``."""
+    tree: dict[Any, Any] = {}
+    for path, value in leaves.items():
+        node = tree
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return tree
+
+
+def _rebuilt(obj: Any, tree: dict[Any, Any], values: dict[str, str]) -> Any:
+    """``obj`` with ``values[tree leaf]`` at the tree's leaves: the dicts and lists on the way
+    copied (shallowly), everything else shared."""
+    out = obj.copy()
+    for key, sub in tree.items():
+        out[key] = values[sub] if type(sub) is str else _rebuilt(obj[key], sub, values)
     return out
 
 
 class _PoolTemplate:
     """The Node and NodeHardware of a pool's first node, renamed for the others: the nodes of a pool
-    differ only where their name appears (checked on the second node; a pool where that is not so is
-    built node by node). Shared parts are shared objects, so the planner computes the hardware facts
-    of a pool once."""
+    differ only where their name appears and in the Node's ``status.nodeInfo`` ids (derived from the
+    name; checked on the second node; a pool where that is not so is built node by node). Shared
+    parts are shared objects, so the planner computes the hardware facts of a pool once."""
 
     def __init__(self, first: Any, node_object: Any, node_hardware: Any) -> None:
+        from joulectl.sim.k8s import node_ids
+
+        self.node_ids = node_ids
         self.name = first.name
         self.node = node_object(first)
         self.hardware = node_hardware(first)
-        self.node_paths = _name_paths(self.node, self.name)
-        self.hw_paths = _name_paths(self.hardware, self.name)
+        node_leaves = dict.fromkeys(_name_paths(self.node, self.name), "name")
+        status = self.node.get("status")
+        info = status.get("nodeInfo") if isinstance(status, dict) else None
+        if isinstance(info, dict):
+            node_leaves.update({("status", "nodeInfo", key): key for key in _ID_KEYS if key in info})
+        self.with_ids = any(v != "name" for v in node_leaves.values())
+        self.node_tree = _path_tree(node_leaves)
+        self.hw_tree = _path_tree(dict.fromkeys(_name_paths(self.hardware, self.name), "name"))
         self.checked = False
         self.ok = True
 
@@ -221,8 +239,10 @@ class _PoolTemplate:
             return self.node, self.hardware
         if not self.ok:
             return node_object(spec_node), node_hardware(spec_node)
-        node = _with_ids(_renamed(self.node, self.node_paths, spec_node.name), spec_node.name)
-        hardware = _renamed(self.hardware, self.hw_paths, spec_node.name)
+        name = spec_node.name
+        values = {"name": name, **self.node_ids(name)} if self.with_ids else {"name": name}
+        node = _rebuilt(self.node, self.node_tree, values) if self.node_tree else self.node
+        hardware = _rebuilt(self.hardware, self.hw_tree, values) if self.hw_tree else self.hardware
         if not self.checked:
             self.checked = True
             full_node, full_hw = node_object(spec_node), node_hardware(spec_node)
@@ -230,23 +250,6 @@ class _PoolTemplate:
                 self.ok = False
                 return full_node, full_hw
         return node, hardware
-
-
-def _with_ids(node: dict[str, Any], name: str) -> dict[str, Any]:
-    """``node`` with its own ``status.nodeInfo`` ids (derived from the name, not on a name path:
-    without them every pool's second node differed from its renamed first, and every node was
-    built in full, 330 us a node)."""
-    from joulectl.sim.k8s import node_ids
-
-    status = node.get("status")
-    if not isinstance(status, dict):
-        return node
-    info = status.get("nodeInfo")
-    if not isinstance(info, dict):
-        return node
-    out = dict(node)
-    out["status"] = {**status, "nodeInfo": {**info, **node_ids(name)}}
-    return out
 
 
 def load_spec_cluster(path: str, profiles_dir: str | None) -> ClusterInput:

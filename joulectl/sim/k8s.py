@@ -24,6 +24,7 @@ the node's rendered tree, from the profile alone.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from typing import Any
@@ -290,14 +291,34 @@ def node_hardware(node: SpecNode) -> dict[str, Any]:
 
 #: The namespace of the ids a rendered Node reports (uuid5 of the node name: stable across renders).
 _ID_NAMESPACE = uuid.UUID("6a1e3b52-4c3f-4f0e-9d7e-2f1b0c9a8d11")
+#: SHA-1 fed with the namespace's bytes: each id continues a copy of it (what uuid.uuid5 hashes first).
+_ID_SHA1 = hashlib.sha1(_ID_NAMESPACE.bytes, usedforsecurity=False)
+
+
+def uuid5_hex(name: str) -> str:
+    """``uuid.uuid5(_ID_NAMESPACE, name).hex``, bit for bit, from :mod:`hashlib` directly: the
+    digest's first 16 bytes with the version (5) and the RFC 4122 variant set, without building a
+    :class:`uuid.UUID` (which took three quarters of the time of a 100,000-node ClusterSpec's ids)."""
+    h = _ID_SHA1.copy()
+    h.update(name.encode("utf-8"))
+    d = bytearray(h.digest()[:16])
+    d[6] = (d[6] & 0x0F) | 0x50
+    d[8] = (d[8] & 0x3F) | 0x80
+    return d.hex()
+
+
+def _dashed(hex32: str) -> str:
+    """A UUID's 32 hex digits in the 8-4-4-4-12 form ``str(uuid.UUID)`` prints."""
+    return f"{hex32[:8]}-{hex32[8:12]}-{hex32[12:16]}-{hex32[16:20]}-{hex32[20:]}"
 
 
 def node_ids(name: str) -> dict[str, str]:
-    """The ids of ``status.nodeInfo`` that differ from node to node: derived from the node name."""
+    """The ids of ``status.nodeInfo`` that differ from node to node: derived from the node name
+    (each is ``uuid.uuid5`` of the name and a suffix in :data:`_ID_NAMESPACE`)."""
     return {
-        "bootID": str(uuid.uuid5(_ID_NAMESPACE, f"{name}/boot")),
-        "machineID": uuid.uuid5(_ID_NAMESPACE, f"{name}/machine").hex,
-        "systemUUID": str(uuid.uuid5(_ID_NAMESPACE, f"{name}/system")),
+        "bootID": _dashed(uuid5_hex(f"{name}/boot")),
+        "machineID": uuid5_hex(f"{name}/machine"),
+        "systemUUID": _dashed(uuid5_hex(f"{name}/system")),
     }
 
 

@@ -256,3 +256,31 @@ def test_a_pools_nodes_are_its_first_renamed_with_their_own_ids(tmp_path: Path) 
     assert [b[1] for b in built] == [node_hardware(n) for n in nodes]
     ids = {b[0]["status"]["nodeInfo"]["systemUUID"] for b in built}
     assert len(ids) == 3
+
+
+def test_a_renamed_node_shares_what_its_name_is_not_on_and_leaves_the_first_as_built(tmp_path: Path) -> None:
+    """Only the dicts on the name's paths (and the nodeInfo ids') are copied: the rest is the first
+    node's own objects (so the planner's facts are computed once per pool), and building the others
+    never changes the first node."""
+    import copy
+
+    from joulectl.planning.inputs import _PoolTemplate
+    from joulectl.sim.clusterspec import load_spec
+    from joulectl.sim.k8s import node_hardware, node_object
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: t}\nspec:\n"
+                    "  pools:\n  - {name: mi, profile: amd-instinct-mi300x-8gpu, count: 4}\n")
+    nodes = load_spec(str(spec), profiles_dir=None).nodes
+    template = _PoolTemplate(nodes[0], node_object, node_hardware)
+    first = template.build(nodes[0], node_object, node_hardware)
+    before = copy.deepcopy(first)
+    node, hw = template.build(nodes[3], node_object, node_hardware)
+    template.build(nodes[2], node_object, node_hardware)
+    assert first == before and template.ok
+    assert node["metadata"]["name"] == node["metadata"]["labels"]["kubernetes.io/hostname"] == "mi-3"
+    assert hw["metadata"]["name"] == hw["spec"]["nodeName"] == hw["status"]["host"]["hostname"] == "mi-3"
+    assert node["status"]["nodeInfo"]["machineID"] == "b3c93bad9d8c5270b5f16185ca9bf237"
+    assert node["status"]["capacity"] is first[0]["status"]["capacity"]
+    assert node["metadata"]["annotations"] is first[0]["metadata"]["annotations"]
+    assert hw["status"]["cpu"] is first[1]["status"]["cpu"] and hw["status"]["gpu"] is first[1]["status"]["gpu"]

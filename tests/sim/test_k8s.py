@@ -139,3 +139,28 @@ def test_node_hardware_object() -> None:
     assert nhw["status"]["cpu"]["controlAvailable"] is False  # energy-only zones
     assert nhw["status"]["inventoryResolution"]["hardwareCatalogKey"] == {"cpu": "AMD_EPYC_9654",
                                                                           "gpu": "AMD_INSTINCT_MI250X"}
+
+
+def test_node_ids_are_the_uuid5_of_the_name_they_always_were() -> None:
+    """The ids are made from hashlib directly (issue 20): the values main printed with uuid.uuid5
+    before that change, literally, and uuid.uuid5 itself on names of every shape."""
+    import random
+    import uuid
+
+    from joulectl.sim.k8s import _ID_NAMESPACE, node_ids, uuid5_hex
+
+    assert node_ids("h100-0") == {"bootID": "a6cf95ee-f595-5655-bcea-ef09511d33ec",
+                                  "machineID": "21bcd4c6cf6356aeadf408b058475f71",
+                                  "systemUUID": "e244d376-1569-56a2-a5f3-f218c821d61a"}
+    assert node_ids("gpu-node.rack-7.example.com") == {"bootID": "e919c61c-0e49-530f-85b1-06b2f76ed1ad",
+                                                       "machineID": "e324232e52bb500f828400119dcc756d",
+                                                       "systemUUID": "035c5c8d-2d33-505a-9a02-28a1924fc0aa"}
+    rng = random.Random(20)
+    alphabet = "abcz09-./_ é€😀\x00"
+    names = ["", "a", "x" * 253, *(f"node-{i}" for i in range(300)),
+             *("".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 80))) for _ in range(700))]
+    for name in names:
+        assert uuid5_hex(name) == uuid.uuid5(_ID_NAMESPACE, name).hex, name
+        ids = node_ids(name)
+        assert ids["bootID"] == str(uuid.uuid5(_ID_NAMESPACE, f"{name}/boot")), name
+        assert ids["systemUUID"] == str(uuid.uuid5(_ID_NAMESPACE, f"{name}/system")), name
