@@ -153,8 +153,36 @@ def pod_requests(pod: PodRef, source: str) -> dict[str, float]:
     return total
 
 
+_KIND = {dict: "a mapping", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+_REQUIRED_AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def check_required_affinity(pod: PodRef, source: str) -> None:
+    """Refuse a required node affinity without node selector terms, as the API server does
+    (``ValidateNodeSelector``: "must have at least one node selector term"; kube-scheduler's
+    ``NodeSelector`` ORs its terms, so an empty list would match no node, not every node).
+
+    Only a requirement that is there (a mapping) is checked; ``null`` is no requirement."""
+    affinity = pod.spec.get("affinity")
+    node_aff = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node_aff, Mapping) else None
+    if not isinstance(required, Mapping):
+        return
+    terms = required.get("nodeSelectorTerms")
+    if isinstance(terms, list) and terms:
+        return
+    label = f"{pod.kind} {pod.namespace}/{pod.name or '<unnamed>'}"
+    if isinstance(terms, list):
+        got = "an empty list"
+    else:
+        got = "nothing" if terms is None else _KIND.get(type(terms), "a value")
+    raise InputError(f"must be a list of at least one node selector term, got {got}", file=source,
+                     field=f"{label}: {_REQUIRED_AFFINITY}.nodeSelectorTerms")
+
+
 def pod_demand(pod: PodRef, source: str) -> PodDemand:
     """Read one pod's demand; invalid requests raise :class:`InputError` naming file, pod and field."""
+    check_required_affinity(pod, source)
     requests = pod_requests(pod, source)
     wclass, note = workload_class(pod.annotations)
     gpus: dict[str, int] = {}

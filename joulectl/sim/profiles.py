@@ -490,6 +490,8 @@ def load_board(path: str, *, label: str) -> tuple[list[dict[str, Any]], dict[str
     devices = doc.get("devices") or []
     if not isinstance(defaults, dict) or not isinstance(devices, list):
         raise InputError("device_defaults must be a mapping and devices a list", file=path)
+    if not devices:
+        raise InputError("a board file lists at least one device", file=path, field="devices")
     seen: set[int] = set()
     out: list[dict[str, Any]] = []
     for i, dev in enumerate(devices):

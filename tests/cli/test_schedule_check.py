@@ -240,6 +240,20 @@ def test_bad_input_gpu_request(cli: Callable[..., Any], files: Callable[..., lis
                               f"spec.containers[0].resources.limits[nvidia.com/gpu]: {problem}")
 
 
+def test_bad_input_empty_node_selector_terms(cli: Callable[..., Any], files: Callable[..., list[str]],
+                                            tmp_path: Path) -> None:
+    # `kubectl apply` refuses it ("must have at least one node selector term") and kube-scheduler
+    # would place the pod nowhere: not a pod that fits every node; the other pod is not printed either
+    bad = _pod("pinned", {"nvidia.com/gpu": 1})
+    bad["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": []}}}
+    r = cli("schedule-check", *files([_pod("ok", {"nvidia.com/gpu": 1}), bad]))
+    assert (r.exit_code, r.stderr.strip(), r.stdout) == (
+        2, f"joulectl: error: {tmp_path / 'pods.yaml'}: Pod ml/pinned: spec.affinity.nodeAffinity."
+           "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: must be a list of at least one "
+           "node selector term, got an empty list", "")
+
+
 def test_bad_input_cluster_flags(cli: Callable[..., Any], files: Callable[..., list[str]], tmp_path: Path) -> None:
     pods, _, nodes, _, twins, _, _ = files([_pod("p", {})])
     assert _err(cli, pods, "--nodes", nodes) == (

@@ -118,3 +118,37 @@ def test_invalid_requests_are_named(resources: dict[str, Any], message: str) -> 
 
 def test_fractional_non_gpu_resources_are_fine() -> None:
     assert demand_of(pod([ctr({"cpu": "0.5", "example.com/foo": "0.5"})])).cpu_cores == 0.5
+
+
+_TERMS_FIELD = ("pods.yaml: Pod ml/p: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                ".nodeSelectorTerms: must be a list of at least one node selector term, got ")
+
+
+@pytest.mark.parametrize(
+    ("required", "got"),
+    [({"nodeSelectorTerms": []}, "an empty list"),
+     ({"nodeSelectorTerms": {"matchExpressions": []}}, "a mapping"),
+     ({"nodeSelectorTerms": "zone=a"}, "a string"),
+     ({"nodeSelectorTerms": None}, "nothing"),
+     ({}, "nothing")],
+)
+def test_a_required_node_affinity_without_terms_is_refused(required: dict[str, Any], got: str) -> None:
+    # The API server refuses it (pkg/apis/core/validation ValidateNodeSelector: "must have at least
+    # one node selector term"), and kube-scheduler's NodeSelector ORs its terms: an empty list would
+    # match no node, where ignoring it let the pod fit every node.
+    doc = pod([ctr({"cpu": "1"})])
+    doc["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    with pytest.raises(InputError) as err:
+        demand_of(doc)
+    assert str(err.value) == _TERMS_FIELD + got
+    assert err.value.exit_code == ExitCode.USAGE
+
+
+def test_a_null_required_node_affinity_is_no_requirement() -> None:
+    # YAML null is the field left out; one term (even one matching nothing) is a valid requirement
+    doc = pod([ctr({"cpu": "1"})])
+    doc["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": None}}
+    assert demand_of(doc).cpu_cores == 1
+    doc["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}
+    assert demand_of(doc).cpu_cores == 1

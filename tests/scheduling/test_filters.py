@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from joulectl.errors import InputError
 from joulectl.k8s import HamiGpu, format_hami_register, iter_pods
 from joulectl.scheduling.demand import PodDemand, pod_demand
 from joulectl.scheduling.filters import filter_reasons, node_view, twin_class
@@ -267,11 +269,18 @@ def test_required_terms_are_ored_and_a_null_term_matches_no_node() -> None:
     assert filter_reasons(pod(affinity=_required([by_name])), node_view(node("n2", labels={"zone": "a"}))) == no
 
 
-def test_node_selector_terms_that_are_no_list_are_ignored() -> None:
-    # a non-list nodeSelectorTerms (an object where YAML wanted "- ") is no affinity at all, as
-    # every malformed part of a pod's affinity (docs/RELIABILITY.md, "Bugs found": `_required_terms`)
+def test_node_selector_terms_that_are_no_list_are_ignored_by_the_filter() -> None:
+    # the pod's reader refuses a requirement without a list of terms (tests/scheduling/
+    # test_demand.py: the API server's "must have at least one node selector term"); the filter,
+    # given one anyway, takes it as no affinity, as every malformed part of a pod's affinity
+    # (docs/RELIABILITY.md, "Bugs found": `_required_terms`), and never iterates a mapping's keys
+    valid = pod(affinity=_required([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]))
     terms = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
-    assert filter_reasons(pod(affinity=_required(terms)), node_view(node("n1", labels={"zone": "a"}))) == []
+    malformed = dataclasses.replace(valid, pod=dataclasses.replace(valid.pod, spec={
+        **valid.pod.spec, "affinity": _required(terms)}))
+    assert filter_reasons(malformed, node_view(node("n1", labels={"zone": "a"}))) == []
+    with pytest.raises(InputError, match=r"got a mapping$"):
+        pod(affinity=_required(terms))
 
 
 def test_memory_under_1_gib_is_given_in_mebibytes() -> None:

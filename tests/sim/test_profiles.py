@@ -155,6 +155,35 @@ def test_extends_unknown_profile(tmp_path: Path) -> None:
         ProfileSet(str(tmp_path)).get("orphan")
 
 
+def _refusal_of_local_board(tmp_path: Path) -> InputError:
+    """The error of loading a profile whose ``gpus.nvmlConfig`` is ``_local_board``'s file."""
+    local = tmp_path / "profiles"
+    local.mkdir()
+    (local / "a100-2gpu.yaml").write_text(yaml.safe_dump({
+        "name": "a100-2gpu", "extends": "intel-xeon-2s-rapl", "sources": {"gpus": "test"},
+        "gpus": {"vendor": "nvidia", "nvmlConfig": "../boards/a100.yaml"},
+    }))
+    from joulectl.sim import profiles
+
+    profiles._board_doc.cache_clear()
+    with pytest.raises(InputError) as ei:
+        ProfileSet(str(local)).get("a100-2gpu")
+    return ei.value
+
+
+@pytest.mark.parametrize("devices", [None, []])
+def test_a_board_without_devices_is_named(tmp_path: Path, devices: object) -> None:
+    """``devices: null`` or ``[]`` is the board file's error, not the profile's missing
+    ``gpus.nvmlConfig`` (found by tests/reliability/test_fuzz_cli.py::test_mock_nvml_board)."""
+    path = _local_board(tmp_path)
+    board = yaml.safe_load(path.read_text())
+    board["devices"] = devices
+    path.write_text(yaml.safe_dump(board))
+    err = _refusal_of_local_board(tmp_path)
+    assert (err.file, err.field, err.problem) == (
+        str(path), "devices", "a board file lists at least one device")
+
+
 @pytest.mark.parametrize(
     ("where", "value", "field", "problem"),
     [
@@ -180,15 +209,5 @@ def test_mistyped_board_fields_are_named(tmp_path: Path, where: str, value: dict
     else:
         board["device_defaults"].update(value)
     path.write_text(yaml.safe_dump(board))
-    local = tmp_path / "profiles"
-    local.mkdir()
-    (local / "a100-2gpu.yaml").write_text(yaml.safe_dump({
-        "name": "a100-2gpu", "extends": "intel-xeon-2s-rapl", "sources": {"gpus": "test"},
-        "gpus": {"vendor": "nvidia", "nvmlConfig": "../boards/a100.yaml"},
-    }))
-    from joulectl.sim import profiles
-
-    profiles._board_doc.cache_clear()
-    with pytest.raises(InputError) as ei:
-        ProfileSet(str(local)).get("a100-2gpu")
-    assert ei.value.file == str(path) and ei.value.field == field and ei.value.problem.startswith(problem)
+    err = _refusal_of_local_board(tmp_path)
+    assert err.file == str(path) and err.field == field and err.problem.startswith(problem)
