@@ -1,0 +1,139 @@
+"""The tick against facts from outside its code: the kernel's behaviour (docs/hardware.md, the kernel
+sources it cites), the emulator's documented model (docs/simulate.md) and the start-up cache's
+contract. Written for the sim/tick.py survivors of the seed-8087 mutation sample (docs/TESTING.md,
+"Mutation testing"); each test names the mutant it was seen failing on."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+
+from joulectl.sim import layout
+from joulectl.sim.sysfs_rules import Rule
+from joulectl.sim.tick import BaseLoad, CounterFile, NodeRuntime, Writable
+from tests.sim.conftest import render_one
+from tests.sim.test_tick import AMD, POLICY, T0, _Profile, _saved_cache, build_node, runtime, tick
+
+MI250X = _Profile(gpus={"vendor": "amd", "secondaryDies": True, "model": "AMD Instinct MI250X"})
+
+
+@pytest.mark.parametrize("obj", [
+    CounterFile("sys/x/energy_uj", "energy_uj", "pkg0"),
+    Writable("sys/x/scaling_governor", "cpufreq_governor", Rule()),
+])
+def test_counter_and_writable_files_carry_no_instance_dict(obj: object) -> None:
+    # Issue 20's memory target (a plan and a tick of 100,000 nodes under 500 MB) counts on the
+    # per-file records being slotted: a node has hundreds of them (529 writables on a two-socket
+    # Intel node), and a __dict__ costs each about 100 bytes more. A slotted record also refuses
+    # an attribute it does not declare (a misspelt field is an error, not a silent new one).
+    # Mutants tick.py:74 (CounterFile slots=True -> False) and :61 (Writable).
+    assert not hasattr(obj, "__dict__")
+    with pytest.raises(AttributeError):
+        obj.misspelt = 1  # type: ignore[attr-defined]
+
+
+def test_a_start_on_a_policy_set_to_performance_while_down_pins_its_epp(tmp_path: Path) -> None:
+    # intel_pstate active mode: under the performance policy the EPP reads "performance" (HWP runs
+    # with EPP 0: drivers/cpufreq/intel_pstate.c intel_pstate_hwp_set, docs/hardware.md 4.2). A
+    # policy switched to performance while the simulator was down (first start, no cache) shows
+    # it from the start; the other policies keep balance_performance.
+    # Mutant tick.py:489 (_Shared.governors `w.kind == "cpufreq_governor"` -> `!=`).
+    node = build_node(tmp_path)
+    (node / POLICY.format(0) / "scaling_governor").write_text("performance\n")
+    rt = runtime(node)
+    assert (node / POLICY.format(0) / "energy_performance_preference").read_text() == "performance\n"
+    assert (node / POLICY.format(1) / "energy_performance_preference").read_text() == "balance_performance\n"
+    tick(rt, 1)
+    assert rt.value("policy0", "epp") == "performance"
+    assert rt.value("policy1", "epp") == "balance_performance"
+
+
+@pytest.mark.parametrize(("field", "drop"), [
+    ("w", 1),   # one writable's text missing
+    ("c", 1),   # one counter's text missing
+    ("s", 3),   # one writable's signature (mtime, size, inode) missing
+])
+def test_a_start_up_cache_with_one_list_of_the_wrong_length_is_not_used(tmp_path: Path, field: str,
+                                                                         drop: int) -> None:
+    # the cache is indexed by file position: a list of another length is of another layout and the
+    # whole cache is set aside (the tree is read again: the marker "1\n" in the cache is not taken),
+    # and the start does not fail. Mutants tick.py:733 (`or` -> `and`, both).
+    node, _rt, cache, doc = _saved_cache(tmp_path)
+    doc["w"][1] = "1\n"
+    del doc[field][-drop:]
+    cache.write_text(json.dumps(doc))
+    rt2 = runtime(node)
+    assert rt2.model.writables[1].text != "1\n"
+    assert rt2.value("policy0", "cpufreq_governor") == "powersave"
+    tick(rt2, 2)
+    assert rt2.value("policy0", "cpufreq_governor") == "powersave"
+
+
+def test_a_refused_sclk_mask_leaves_the_mask_in_force(tmp_path: Path) -> None:
+    # amdgpu pp_dpm_sclk (docs/hardware.md 1.5, amdgpu_pm.c amdgpu_read_mask and
+    # smu_force_ppclk_levels): in the manual level a mask "0 1" bounds the clock at level 1
+    # (1200 of 1700 MHz, `*` there); a level past the table ("7") is -EINVAL and changes nothing:
+    # the clock stays at 1200 MHz, the file reads the same table.
+    # Mutants tick.py:774 (`verdict.text is not None` -> `is None`: the mask in force taken for
+    # every level) and :818 (`w.kind not in COMMAND_KINDS` -> `in`: the table taken for the mask).
+    node = build_node(tmp_path, amd=True)
+    rt = runtime(node, MI250X)
+    sclk = node / AMD / "pp_dpm_sclk"
+    tick(rt, 1)
+    (node / AMD / "power_dpm_force_performance_level").write_text("manual\n")
+    sclk.write_text("0 1")
+    tick(rt, 2)
+    table = "0: 500Mhz\n1: 1200Mhz *\n2: 1700Mhz\n"
+    assert sclk.read_text() == table
+    sclk.write_text("7\n")
+    tick(rt, 3)
+    assert [(e.attributes["file"], e.attributes["errno"]) for e in rt.events] == [("/" + AMD + "/pp_dpm_sclk",
+                                                                                  errno.EINVAL)]
+    assert rt.value("gpu0", "amd_sclk") == "0 1"
+    tick(rt, 4)
+    assert sclk.read_text() == table
+    assert rt.ledger.state["c.gpu0"] == pytest.approx(1200 / 1700)
+
+
+def test_the_low_level_shows_the_lowest_sclk_level_current(tmp_path: Path) -> None:
+    # amdgpu power_dpm_force_performance_level "low": "the clocks are forced to the lowest power
+    # state" (amdgpu_pm.c, DOC: power_dpm_force_performance_level); pp_dpm_sclk marks the current
+    # level with `*` (amdgpu_read_mask's "%d: %uMhz %s\n", docs/hardware.md 1.5). The MI250X
+    # profile's levels: 500 and 1700 MHz from aldebaran_ppt.c, 800 MHz between them. GPU 0 (die 0
+    # of the first package) at "low" shows level 0 current, GPU 1 (its second die) stays at the top.
+    # Mutant tick.py:1365 (_sclk_counter `comp[3:].isdigit()` -> `comp[4:]`: GPUs 0-9 lose their
+    # `*` line).
+    node = render_one(tmp_path, "amd-instinct-mi250x-4gpu")
+    rt = NodeRuntime(str(node), layout.model_for(str(node), node.name, None), BaseLoad())
+    gpu0, gpu1 = (node / f"sys/devices/pci0000:{b}/0000:{b}:00.0" for b in ("c1", "c6"))
+    rt.readback(T0 + 1)
+    rt.step(T0 + 1, 1.0)
+    assert (gpu0 / "pp_dpm_sclk").read_text() == "0: 500Mhz\n1: 800Mhz\n2: 1700Mhz *\n"
+    (gpu0 / "power_dpm_force_performance_level").write_text("low\n")
+    rt.readback(T0 + 2)
+    rt.step(T0 + 2, 1.0)
+    assert (gpu0 / "pp_dpm_sclk").read_text() == "0: 500Mhz *\n1: 800Mhz\n2: 1700Mhz\n"
+    assert (gpu1 / "pp_dpm_sclk").read_text() == "0: 500Mhz\n1: 800Mhz\n2: 1700Mhz *\n"
+
+
+def test_a_rapl_core_domain_counts_three_quarters_of_its_package(tmp_path: Path) -> None:
+    # RAPL's core domain (PP0) is a part of its package (drivers/powercap/intel_rapl_common.c, the
+    # domains package/core/uncore/dram/psys; docs/hardware.md 3.3): its energy stays under the
+    # package's. The emulator's documented share is 0.75 of the package (docs/simulate.md,
+    # "core zones 0.75 of the package"). The EPYC 9654 profile has a core zone per socket.
+    # Mutants tick.py:1096 (`0.75 * res.power_w` -> `1.75 *`, and `*` -> `/`).
+    node = render_one(tmp_path, "amd-epyc-2s-energy-only")
+    rt = NodeRuntime(str(node), layout.model_for(str(node), node.name, None), BaseLoad(cpu_util=0.5))
+    for k in range(1, 4):
+        rt.readback(T0 + 10 * k)
+        rt.step(T0 + 10 * k, 10.0)
+    rapl = node / "sys/devices/virtual/powercap/intel-rapl"
+    for s in (0, 1):
+        pkg = int((rapl / f"intel-rapl:{s}" / "energy_uj").read_text())
+        core = int((rapl / f"intel-rapl:{s}" / f"intel-rapl:{s}:0" / "energy_uj").read_text())
+        assert pkg > 3 * 10 * 100 * 1_000_000  # 30 s of a package over 100 W
+        assert core < pkg
+        assert core == pytest.approx(0.75 * pkg, rel=1e-6)
