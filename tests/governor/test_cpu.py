@@ -189,3 +189,19 @@ def test_governor_errno_tables(err: int, cpu_status: Status, amd_status: Status)
 
     assert gov_cpu.status_for_errno(err) is cpu_status
     assert gov_amd.status_for_errno(err) is amd_status
+
+
+@pytest.mark.parametrize(("governor", "epp", "intents"), [
+    # efficiency is powersave with EPP "power" (an intel_pstate EPP string, docs/hardware.md 4.2):
+    # from powersave/balance_performance only the EPP moves, and it is journaled ahead
+    ("powersave", "balance_performance", [("epp", "balance_performance", "power")]),
+    # from performance both move, the governor first
+    ("performance", "performance", [("cpuGovernor", "performance", "powersave"), ("epp", "performance", "power")]),
+])
+def test_efficiency_journals_ahead_the_epp_it_sets(tmp_path: Path, governor: str, epp: str,
+                                                   intents: list[tuple[str, str, str]]) -> None:
+    # mutant backends/gov_cpu.py:256 (`epp != state.epp` -> `==`: the EPP intent left out of the
+    # write-ahead save, so a run killed after the EPP write could not restore it)
+    pol = policy_tree(tmp_path, 0, governor=governor, epp=epp)
+    got = gov.plan_intents(Host(str(tmp_path)), inventory([], [pol]), Journal(), "efficiency", gpu=False, cpu=True)
+    assert [(i.setting, i.before, i.value) for i in got] == intents

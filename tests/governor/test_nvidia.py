@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pynvml
 import pytest
 from govkit import (
     H100_TABLE,
@@ -17,14 +19,23 @@ from govkit import (
     smi_state,
     tick,
 )
+from pytest_mock import MockerFixture
 
-from joulectl.backends.nvidia_clock_io import SmiTransport
-from joulectl.backends.nvidia_clocks import ClockLock, ClockSample, LockPlan, PresetBlocked, plan_preset
+from joulectl.backends.nvidia_clock_io import NvmlTransport, SmiTransport, transport
+from joulectl.backends.nvidia_clocks import (
+    ClockLock,
+    ClockSample,
+    LockPlan,
+    PresetBlocked,
+    parse_supported_clocks,
+    plan_preset,
+)
 from joulectl.errors import ExitCode, InputError, NoDeviceError
-from joulectl.host import Host
+from joulectl.host import Host, ToolResult
 from joulectl.models import Status
 from joulectl.ops import governor as gov
 from joulectl.ops.journal import Journal
+from tests.backends.test_nvml import Board, install
 
 H100 = {"NVIDIA H100 80GB HBM3": {"graphicsMHz": 1755}}
 
@@ -451,3 +462,79 @@ def test_an_overflowing_clock_sample_reads_as_unknown(tmp_path: Path) -> None:
     tool.chmod(0o755)
     out = SmiTransport(Host(str(tmp_path))).sample_clocks([])
     assert out == {"0000:1a:00.0": ClockSample(None, 2619, 37)}
+
+
+# -- the transports against nvidia-smi's own words and NVML's errors (written for the survivors of
+# the 2 December backends/ mutation sample, docs/TESTING.md; each seen failing on its mutant)
+
+
+class _CannedSmi(Host):
+    """A host whose nvidia-smi prints ``out`` and exits ``code``."""
+
+    def __init__(self, root: str, out: str, code: int = 0) -> None:
+        super().__init__(root)
+        self.out, self.code = out, code
+
+    def run(self, argv: Any, *, timeout: float | None = None) -> ToolResult:
+        self.tool_calls.append(tuple(argv))
+        return ToolResult(tuple(argv), self.code, self.out, "", 0.0)
+
+
+def test_a_clock_lock_nvidia_smi_says_it_set_is_applied_unverified(tmp_path: Path) -> None:
+    # nvidia-smi -lgc prints 'GPU clocks set to "(gpuClkMin MIN, gpuClkMax MAX)" for GPU <bus id>'
+    # and 'All done.', exit 0 (public -lgc transcripts, the message table's gpu-clocks-set row): the
+    # lock is set, to be verified by a read-back (mutant backends/nvidia_clock_io.py:73, `verdict.
+    # status is not Status.APPLIED` -> `is`: reported as failed with exit 0)
+    host = _CannedSmi(str(tmp_path), 'GPU clocks set to "(gpuClkMin 1980, gpuClkMax 1980)" for GPU 00000000:10:00.0\n'
+                      "All done.\n")
+    out = SmiTransport(host).lock(nvidia_gpu(0), "graphics", ClockLock(1980, 1980))
+    assert (out.status, out.message) == (Status.APPLIED_UNVERIFIED, "")
+    assert host.tool_calls == [("nvidia-smi", "-i", "00000000:10:00.0", "-lgc", "1980,1980")]
+
+
+def test_a_clock_sample_without_the_utilization_column_is_kept(tmp_path: Path) -> None:
+    # three cells (bus id, SM and memory clock): the clocks are read, the utilization unknown
+    # (mutant backends/nvidia_clock_io.py:105, `len(cells) < 3` -> `<= 3`: the line dropped)
+    host = _CannedSmi(str(tmp_path), "00000000:1A:00.0, 1980, 2619\n")
+    assert SmiTransport(host).sample_clocks([]) == {"0000:1a:00.0": ClockSample(1980, 2619, None)}
+
+
+def test_a_clock_table_line_ahead_of_every_gpu_belongs_to_none() -> None:
+    # `nvidia-smi -q -d SUPPORTED_CLOCKS` starts with a log header (Timestamp, Driver Version,
+    # Attached GPUs: "key : value" lines) before the first "GPU <bus id>" section: a line there that
+    # reads like a clock belongs to no GPU (mutant backends/nvidia_clocks.py:147, `or` -> `and`:
+    # it was taken, and raised)
+    text = ("==============NVSMI LOG==============\n\nTimestamp : Wed Dec  2 00:00:00 2026\n"
+            "Driver Version : 550.54.15\nMemory : 2619 MHz\nAttached GPUs : 1\nGPU 00000000:1A:00.0\n"
+            "    Supported Clocks\n        Memory : 2619 MHz\n            Graphics : 1980 MHz\n"
+            "            Graphics : 345 MHz\n")
+    assert parse_supported_clocks(text) == {"0000:1a:00.0": {2619: [1980, 345]}}
+
+
+@pytest.mark.parametrize(("code", "status"), [
+    ("NVML_ERROR_INVALID_ARGUMENT", Status.BLOCKED),   # nvml.ERROR_STATUS: a lock outside the range
+    ("NVML_ERROR_UNKNOWN", Status.ERROR),              # anything else: an error
+])
+def test_an_nvml_clock_lock_that_fails_keeps_its_status(mocker: MockerFixture, code: str, status: Status) -> None:
+    # mutant backends/nvidia_clock_io.py:145 (`e.status != Status.BLOCKED` -> `==`: the two swapped)
+    install(mocker, [Board("00000000:10:00.0")])
+    mocker.patch("pynvml.nvmlDeviceSetGpuLockedClocks", autospec=True,
+                 side_effect=pynvml.NVMLError(getattr(pynvml, code)))
+    out = NvmlTransport().lock(nvidia_gpu(0), "graphics", ClockLock(1980, 1980))
+    assert out.status is status
+    assert out.message.startswith("graphics clock lock: NVML: nvmlDeviceSetGpuLockedClocks: ")
+
+
+@pytest.mark.parametrize(("env", "kind"), [
+    ({"JOULECTL_NVIDIA_TRANSPORT": "smi"}, SmiTransport),  # forced: NVML is never tried
+    ({}, NvmlTransport),                                  # a live host where NVML initialises
+])
+def test_the_forced_smi_transport_holds_on_a_live_host(mocker: MockerFixture, env: dict[str, str],
+                                                       kind: type) -> None:
+    # the root "/" (nothing is read or written there: only the choice is made); mutant
+    # backends/nvidia_clock_io.py:212 (`forced is None and host.is_live` -> `or`: NVML despite smi)
+    mocks = install(mocker, [Board("00000000:10:00.0")])
+    host = Host("/", env=env)
+    assert host.is_live
+    assert type(transport(host)) is kind
+    assert mocks["init"].call_count == (kind is NvmlTransport)
