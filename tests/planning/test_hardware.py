@@ -50,3 +50,17 @@ def test_sources(kube: SimpleNamespace) -> None:
     assert (f.cpu_range_source, f.cpu_tdp_w, f.total_cores) == ("nodehardware", 500, 64)
     f = node_facts(kube.node("v", {}, cpu="0"), None, {}, frozenset())
     assert (f.cpu_range_source, f.cpu_tdp_w, f.density) == ("none", 0, 0)
+
+
+def test_cached_facts_are_slotted_copies_with_their_own_name_labels_and_flags(kube: SimpleNamespace) -> None:
+    """A node sharing a signature gets the first node's facts in a slotted object of its own (no
+    instance dict: 0.3 KB a node, not 1.6), with its own name, labels, unschedulable, has_hardware."""
+    first = kube.gpu_node("h0", {**kube.H100, "joulie.io/rack": "r1"}, "nvidia.com/gpu", 8)
+    other = kube.gpu_node("h1", {**kube.H100, "joulie.io/rack": "r2"}, "nvidia.com/gpu", 8, unschedulable=True)
+    cache = FactsCache({}, frozenset())
+    a, b = cache.facts(first, None), cache.facts(other, None)
+    assert not hasattr(b, "__dict__")
+    assert (b.name, b.label("joulie.io/rack"), b.unschedulable, b.has_hardware) == ("h1", "r2", True, False)
+    assert (a.name, a.label("joulie.io/rack"), a.unschedulable) == ("h0", "r1", False)
+    assert b.key == a.key and b.family == a.family == "gpu:NVIDIA_H100_SXM"
+    assert _fields(b) == {**_fields(a), "name": "h1", "labels": other["metadata"]["labels"], "unschedulable": True}
