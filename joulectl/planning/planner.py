@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -90,7 +91,9 @@ class PlanResult:
             yield from self._render.json_texts()
 
 
-_OBJ, _NODE = "\x00obj\x00", "\x00node\x00"  # no JSON text holds a raw NUL
+#: What :func:`joulectl.k8s.sanitize_name` leaves as it is.
+_TWIN_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?").fullmatch
+
 
 
 @dataclass
@@ -115,29 +118,35 @@ class _Render:
             yield self.doc(p, name)
 
     def _kind(self, p: _Planned) -> tuple[Any, ...]:
-        """Everything of a twin but its names: twins of one kind print the same JSON."""
+        """Everything of a twin but its names: twins of one kind print the same JSON (label values
+        as found: two spellings of one value only make two kinds)."""
         f, cluster = p.facts, self.cluster
         measured = p.measured_w
-        return (id(p.sized), p.draining, f.label(RACK_LABEL), f.name in cluster.telemetry,
-                cluster.trends.get(f.name), measured, f.label(COOLING_ZONE_LABEL) if measured else None)
+        labels = f.labels
+        return (id(p.sized), p.draining, labels.get(RACK_LABEL), f.name in cluster.telemetry,
+                cluster.trends.get(f.name), measured, labels.get(COOLING_ZONE_LABEL) if measured else None)
 
     def json_texts(self) -> Iterator[str]:
         from json.encoder import encode_basestring  # json.dumps(str, ensure_ascii=False), in C
 
-        templates: dict[tuple[Any, ...], str] = {}
+        # a kind's text split around the object and node names: each twin is one concatenation
+        templates: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+        kind_of = self._kind
         for p, name in zip(self.planned, self.names, strict=True):
-            kind = self._kind(p)
+            kind = kind_of(p)
             template = templates.get(kind)
-            node = encode_basestring(p.facts.name)
-            obj = encode_basestring(name)
+            node_name = p.facts.name
+            node = encode_basestring(node_name)
+            obj = node if name == node_name else encode_basestring(name)
             if template is None:
                 text = json.dumps(self.doc(p, name)[0], ensure_ascii=False)
-                template = text.replace('"metadata": {"name": ' + obj, '"metadata": {"name": ' + _OBJ, 1).replace(
-                    '"spec": {"nodeName": ' + node, '"spec": {"nodeName": ' + _NODE, 1)
-                templates[kind] = template
+                head, _, rest = text.partition('"metadata": {"name": ' + obj)
+                middle, _, tail = rest.partition('"spec": {"nodeName": ' + node)
+                templates[kind] = (head + '"metadata": {"name": ', middle + '"spec": {"nodeName": ', tail)
                 yield text
                 continue
-            yield template.replace(_OBJ, obj, 1).replace(_NODE, node, 1)
+            head, middle, tail = template
+            yield f"{head}{obj}{middle}{node}{tail}"
 
 
 def ineligibility(facts: NodeFacts, selector: Iterable[Requirement] = ()) -> str | None:
@@ -273,12 +282,13 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
 
     eligible: list[NodeFacts] = []
     ineligible: list[tuple[str, str]] = []
+    facts_of, hardware_of = facts_cache.facts, cluster.hardware.get
     for node in cluster.nodes:
         meta = node.get("metadata") or {}
         name = str(meta.get("name") or "")
         if not name:
             raise InputError("a node has no metadata.name", file=cluster.source)
-        facts = facts_cache.facts(node, cluster.hardware.get(name))
+        facts = facts_of(node, hardware_of(name))
         reason = ineligibility(facts, requirements)
         if reason:
             ineligible.append((facts.name, reason))
@@ -301,32 +311,36 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
         hp = policy.static_count(n, options.performance_fraction)
     sized_count = hp
     hp = policy.family_floor(hp, (f.family for f in eligible), n)
-    family = {f.name: f.family for f in eligible}
-    ordered = policy.order_by_density([(f.name, f.density) for f in eligible])
+    by_name = sorted(eligible, key=attrgetter("name"))  # once: order_by_density's own sort by name is then cheap
+    family = {f.name: f.family for f in by_name}
+    ordered = policy.order_by_density([(f.name, f.density) for f in by_name])
     performance = policy.select_performance([(name, family[name]) for name in ordered], hp)
     perf_pods = performance_pods_by_node(cluster.pods)
 
     sizer = _Sizer(options)
     planned: list[_Planned] = []
-    for facts in sorted(eligible, key=attrgetter("name")):
+    telemetry = cluster.telemetry
+    for facts in by_name:
         profile = "performance" if facts.name in performance else "eco"
         draining = profile == "eco" and perf_pods.get(facts.name, 0) > 0
         sized = sizer(facts, profile)
-        baseline_w = sizer(facts, "performance").budget.node_capped_w
-        measured = float(cluster.telemetry.get(facts.name, 0.0))
+        baseline_w = sized.budget.node_capped_w if profile == "performance" else sizer(
+            facts, "performance").budget.node_capped_w
+        measured = float(telemetry.get(facts.name, 0.0)) if telemetry else 0.0
         planned.append(_Planned(facts, profile, draining, sized, measured, baseline_w))
 
     rack_w: dict[str, float] = defaultdict(float)
     for p in planned:
-        rack = p.facts.label(RACK_LABEL)
-        if rack:
+        rack = p.facts.labels.get(RACK_LABEL)  # NodeFacts.label, inline
+        if rack is not None and (rack := str(rack)):
             rack_w[rack] += p.sized.budget.node_capped_w
     cluster_it_w = sum(p.measured_w for p in planned)
 
     object_names: dict[str, str] = {}
     names: list[str] = []
     for p in planned:
-        obj_name = sanitize_name(p.facts.name)
+        # a name already of [a-z0-9-], starting and ending alphanumeric, is its own NodeTwin name
+        obj_name = p.facts.name if _TWIN_NAME(p.facts.name) else sanitize_name(p.facts.name)
         if not obj_name:
             raise InputError(f"node name {p.facts.name!r} gives an empty NodeTwin name", file=cluster.source)
         if obj_name in object_names:
@@ -371,8 +385,10 @@ def _warnings(cluster: ClusterInput, options: PlanOptions, planned: list[_Planne
     out += _model_warnings(planned)
     if options.policy == "queue-aware" and not cluster.pods:
         out.append("queue-aware without pods (--pods): the demand is 0, so the base fraction sizes the plan")
-    node_names = {str((n.get("metadata") or {}).get("name") or "") for n in cluster.nodes}
-    unknown_hw = sorted(set(cluster.hardware) - node_names)
+    unknown_hw: list[str] = []
+    if cluster.hardware:
+        node_names = {str((n.get("metadata") or {}).get("name") or "") for n in cluster.nodes}
+        unknown_hw = sorted(set(cluster.hardware) - node_names)
     if unknown_hw:
         out.append(f"NodeHardware for {len(unknown_hw)} node(s) not in the node list ignored: {_some(unknown_hw)}")
     if cluster.telemetry_given and planned:
@@ -498,15 +514,22 @@ def _summary(
         name: {"nodes": 0, "tdpW": 0.0, "plannedW": 0.0} for name in ("performance", "eco")
     }
     draining = 0
-    for p in planned:
+    tdp: float = 0
+    planned_w: float = 0
+    baseline: float = 0
+    families: set[str] = set()
+    for p in planned:  # one pass; each sum in the order of planned, as sum() added them
         agg = profiles[p.profile]
+        budget = p.sized.budget
+        tdp_w, capped_w = budget.node_tdp_w, budget.node_capped_w
         agg["nodes"] += 1
-        agg["tdpW"] += p.sized.budget.node_tdp_w
-        agg["plannedW"] += p.sized.budget.node_capped_w
+        agg["tdpW"] += tdp_w
+        agg["plannedW"] += capped_w
         draining += p.draining
-    tdp = sum(p.sized.budget.node_tdp_w for p in planned)
-    planned_w = sum(p.sized.budget.node_capped_w for p in planned)
-    baseline = sum(p.baseline_w for p in planned)
+        tdp += tdp_w
+        planned_w += capped_w
+        baseline += p.baseline_w
+        families.add(p.facts.family)
     saving = baseline - planned_w
     return {
         "policy": options.policy,
@@ -518,7 +541,7 @@ def _summary(
         "eco": len(planned) - hp,
         "draining": draining,
         "performancePods": demand,
-        "families": len({p.facts.family for p in planned}),
+        "families": len(families),
         "profiles": {
             name: {"nodes": int(agg["nodes"]), "tdpW": num(agg["tdpW"]), "plannedW": num(agg["plannedW"])}
             for name, agg in profiles.items()

@@ -384,3 +384,12 @@ def test_plan_invariants(
     assert low <= result.summary["performance"] <= high
     assert perf_families == families
     validate_all(result.twins, nodetwin_schema)
+
+
+def test_twin_names_of_names_already_valid_and_of_names_at_the_edges(kube: SimpleNamespace) -> None:
+    """A name of [a-z0-9-] starting and ending alphanumeric is its own NodeTwin name (the planner
+    skips sanitising it); a dash at an end, a dot or a capital still goes through the sanitiser."""
+    names = ["a", "x1-2", "-b-", "c-", "d.e", "Fg", "9"]
+    result = plan(ClusterInput(nodes=[kube.node(n) for n in names]), PlanOptions(), now=NOW)
+    assert {t["spec"]["nodeName"]: t["metadata"]["name"] for t in result.twins} == {
+        "a": "a", "x1-2": "x1-2", "-b-": "b", "c-": "c", "d.e": "d-e", "Fg": "fg", "9": "9"}
