@@ -137,3 +137,127 @@ def test_a_rapl_core_domain_counts_three_quarters_of_its_package(tmp_path: Path)
         assert pkg > 3 * 10 * 100 * 1_000_000  # 30 s of a package over 100 W
         assert core < pkg
         assert core == pytest.approx(0.75 * pkg, rel=1e-6)
+
+
+# -- written for the survivors of the seed-5583 sample (2 December), after it was reported
+
+
+def test_a_board_of_a_tree_without_a_manifest_reads_its_power(tmp_path: Path) -> None:
+    # a hand-built tree (no state/manifest.json: layout.scan) with an amdgpu board of 50 W idle and
+    # 500 W maximum, fully busy on compute without memory stalls: the documented GPU model
+    # (docs/joulie-reference.md: compute idle + dyn·u^1.02, memory idle + dyn·(0.35√u + 0.3u)),
+    # weights 0.88 and 0.12 for a compute-bound class without memory intensity, gives
+    # 50 + 450 × (0.88 + 0.12 × 0.65) = 481.1 W under its 500 W cap: power1_average reads whole
+    # watts in microwatts (hwmon sysfs-interface: power[1-*]_average in microWatt).
+    # Mutant tick.py:83 (CounterFile.secondary default False -> True: the board read 0 W).
+    node = build_node(tmp_path, amd=True)
+    profile = _Profile(gpus={"vendor": "amd", "physics": {"idleW": 50, "maxW": 500}})
+    rt = runtime(node, profile, BaseLoad(cpu_util=1.0, gpu_util=1.0, memory_intensity=0.0))
+    tick(rt, 1)
+    assert (node / AMD / "hwmon" / "hwmon3" / "power1_average").read_text() == "481000000\n"
+
+
+@pytest.mark.parametrize(("field", "bad"), [
+    ("h", None),     # the hard-link groups: no list
+    ("w", "x"),      # the writables' texts: a string, not a list (of the right length below)
+])
+def test_a_start_up_cache_with_a_field_of_the_wrong_type_is_not_used(tmp_path: Path, field: str,
+                                                                      bad: object) -> None:
+    # the whole field of the wrong type, the others right: the cache is set aside, the tree read
+    # again and the start does not fail. Mutant tick.py:729 (the type checks' last `and` -> `or`:
+    # taken whenever "e" is a mapping).
+    node, _rt, cache, doc = _saved_cache(tmp_path)
+    doc["w"][1] = "1\n"
+    doc[field] = bad if field == "h" else "x" * len(doc["w"])
+    cache.write_text(json.dumps(doc))
+    rt2 = runtime(node)
+    assert rt2.model.writables[1].text != "1\n"
+    assert rt2.value("policy0", "cpufreq_governor") == "powersave"
+
+
+def test_a_value_with_a_colon_written_while_down_is_read_as_the_kernel_reads_it(tmp_path: Path) -> None:
+    # scaling_max_freq's store (drivers/cpufreq/cpufreq.c, store_one: sscanf(buf, "%lu", &val))
+    # reads the leading number and ignores the rest: "2000000:1" written while the simulator was
+    # down is a 2 GHz limit, and the attribute reads it back as "2000000". Mutant tick.py:792
+    # (`and` -> `or`: a value with a colon was taken for a rendered sclk table and kept as text).
+    from tests.sim.test_tick_edges import CPUFREQ, _manifest_node, _start
+
+    node = _manifest_node(tmp_path)
+    limit = node / CPUFREQ / "policy0" / "scaling_max_freq"
+    limit.write_text("2000000:1\n")
+    rt = _start(node)
+    assert rt.value("policy0", "cpufreq_max") == "2000000"
+    assert limit.read_text() == "2000000\n"
+    assert not rt.events
+
+
+def _files(node: Path) -> dict[str, bytes]:
+    out = {}
+    for p in node.rglob("*"):
+        if p.is_file() and not p.is_symlink() and p.relative_to(node).as_posix() != "state/ledger.json":
+            out[p.relative_to(node).as_posix()] = p.read_bytes()
+    return out
+
+
+def _rewritten(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def test_the_writes_of_a_tick_are_the_files_it_rewrote(tmp_path: Path) -> None:
+    # NodeRuntime.writes counts the files of the tree a tick rewrote (the ledger aside): the disk
+    # is the oracle. A refused governor store (EINVAL) is put back: that file and the four energy
+    # counters. Mutant tick.py:822 (a refused store counted twice).
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    tick(rt, 1)
+    (node / POLICY.format(1) / "scaling_governor").write_text("ondemand\n")
+    before, w0 = _files(node), rt.writes
+    tick(rt, 2)
+    rewritten = _rewritten(before, _files(node))
+    assert len(rewritten) == 5 and POLICY.format(1) + "/scaling_governor" in rewritten
+    assert rt.writes - w0 == 5
+
+
+def test_turbo_off_rewrites_cpuinfo_max_freq_once(tmp_path: Path) -> None:
+    # intel_pstate no_turbo 1: cpuinfo_max_freq shows the base clock and scaling_max_freq is cut to
+    # it (intel_pstate_update_limits, docs/hardware.md 4.2): with the energy counter three files
+    # rewritten, three writes. Mutant tick.py:945 (the cpuinfo_max_freq rewrite counted twice).
+    from tests.sim.test_tick_edges import BASE_KHZ, CPUFREQ, MAX_KHZ, NO_TURBO, _manifest_node, _start
+
+    node = _manifest_node(tmp_path)
+    (node / CPUFREQ / "policy0" / "cpuinfo_max_freq").write_text(f"{MAX_KHZ}\n")
+    rt = _start(node)
+    rt.readback(T0 + 1)
+    rt.step(T0 + 1, 1.0)
+    (node / NO_TURBO).write_text("1\n")
+    before, w0 = _files(node), rt.writes
+    rt.readback(T0 + 2)
+    rt.step(T0 + 2, 1.0)
+    assert (node / CPUFREQ / "policy0" / "cpuinfo_max_freq").read_text() == f"{BASE_KHZ}\n"
+    rewritten = _rewritten(before, _files(node))
+    assert len(rewritten) == 3
+    assert rt.writes - w0 == 3
+
+
+def test_the_nvml_state_a_tick_rewrites_is_one_write(tmp_path: Path) -> None:
+    # an NVIDIA node: the tick rewrites state/nvml.json (the fake nvidia-smi's and NVML's state)
+    # once, beside the counters it changed. Mutant tick.py:1308 (that rewrite counted twice).
+    from joulectl.sim.clusterspec import parse_spec
+    from joulectl.sim.nvml_io import NvmlIO
+    from joulectl.sim.tree import render_nodes
+    from tests.sim.conftest import spec_doc
+
+    spec = parse_spec(spec_doc([{"name": "n", "profile": "nvidia-l40s-4gpu", "count": 1}]), "t")
+    render_nodes(spec.nodes, str(tmp_path))
+    node = tmp_path / "n-0"
+    model = layout.model_for(str(node), "n-0", spec.nodes[0].profile)
+    assert model.nvml
+    rt = NodeRuntime(str(node), model, BaseLoad(), nvml_io=NvmlIO())
+    rt.readback(T0 + 1)
+    rt.step(T0 + 1, 1.0)
+    before, w0 = _files(node), rt.writes
+    rt.readback(T0 + 2)
+    rt.step(T0 + 2, 1.0)
+    rewritten = _rewritten(before, _files(node))
+    assert "state/nvml.json" in rewritten
+    assert rt.writes - w0 == len(rewritten)
