@@ -313,25 +313,38 @@ def parse_spec(data: Any, label: str, profiles_dir: str | None = None) -> Cluste
             raise _fail(label, f"{pp}.count", f"the spec expands to more than {MAX_NODES} nodes")
         pools_out.append({"name": pname, "profile": pname_profile, "count": count})
         prof_labels = {str(k): str(v) for k, v in (profile.data.get("labels") or {}).items()}
+        # every node of the pool has these labels and annotations (each node gets its own copy)
+        labels = {**prof_labels, **default_labels, **pool_labels}
+        if rack:
+            labels["joulie.io/rack"] = rack
+        if zone:
+            labels["joulie.io/cooling-zone"] = zone
+        labels["sim.joulie.io/cluster"] = name
+        labels["sim.joulie.io/pool"] = pname
+        annotations = {**default_ann, **pool_ann, "sim.joulie.io/profile": pname_profile}
+        name_field = f"{pp}.prefix" if "prefix" in pool else f"{pp}.name"
+        # The names differ only in the digits after "<prefix>-": one of the fewest digits and one of
+        # the most (the first and the last) decide for all; when the last fails, each is checked,
+        # so the error names the first bad node as before.
+        each = False
+        if count:
+            check_node_name(f"{prefix}-{start}", label, name_field)
+            try:
+                check_node_name(f"{prefix}-{start + count - 1}", label, name_field)
+            except InputError:
+                each = True
         for i in range(count):
             nname = f"{prefix}-{start + i}"
-            check_node_name(nname, label, f"{pp}.prefix" if "prefix" in pool else f"{pp}.name")
+            if each:
+                check_node_name(nname, label, name_field)
             if nname in seen:
                 raise _fail(label, f"{pp}.count", f"duplicate node name {nname!r} (also in {seen[nname]})")
             seen[nname] = pp
-            labels = {**prof_labels, **default_labels, **pool_labels}
-            if rack:
-                labels["joulie.io/rack"] = rack
-            if zone:
-                labels["joulie.io/cooling-zone"] = zone
-            labels["sim.joulie.io/cluster"] = name
-            labels["sim.joulie.io/pool"] = pname
-            annotations = {**default_ann, **pool_ann, "sim.joulie.io/profile": pname_profile}
             nodes.append(
                 SpecNode(
-                    name=nname, pool=pname, profile=profile, labels=labels, annotations=annotations,
-                    rack=rack, cooling_zone=zone, base_load=dict(load), overrides=overrides, kwok=kwok,
-                    cluster=name, index=start + i,
+                    name=nname, pool=pname, profile=profile, labels=labels.copy(),
+                    annotations=annotations.copy(), rack=rack, cooling_zone=zone, base_load=load.copy(),
+                    overrides=overrides, kwok=kwok, cluster=name, index=start + i,
                 )
             )
     return ClusterSpec(

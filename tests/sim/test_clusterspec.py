@@ -161,3 +161,29 @@ def test_override_values_are_bounded(cli, write_spec: Callable[..., str], overri
     path = write_spec(spec_doc([{"name": "a", "profile": "nvidia-h100-sxm-8gpu", "overrides": overrides}]))
     r = cli("simulate", "validate", path)
     assert r.exit_code == 2 and message in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+LONG_PREFIX = ("b" * 62 + ".") * 3 + "b" * 50 + "." + "c" * 11  # 251 characters
+
+
+@pytest.mark.parametrize(("pool", "message"), [
+    # 61 + "-9" is 63 characters, a DNS label's most: "-10" is the first node past it
+    ({"prefix": "a" * 61, "startIndex": 8, "count": 5},
+     f"spec.pools[0].prefix: node name '{'a' * 61}-10' is not a valid DNS-1123 subdomain"),
+    # 251 + "-9" is 253 characters, a name's most
+    ({"prefix": LONG_PREFIX, "startIndex": 9, "count": 2},
+     f"spec.pools[0].prefix: node name '{LONG_PREFIX}-10' must be 1 to 253 characters"),
+    ({"prefix": "-x", "count": 3}, "spec.pools[0].prefix: node name '-x-0' is not a valid DNS-1123 subdomain"),
+])
+def test_a_node_name_that_outgrows_a_limit_is_named_by_the_first_bad_node(pool: dict[str, Any], message: str) -> None:
+    """Node names are checked at a pool's first and last index (they differ only in the digits);
+    when one fails the error still names the first bad node."""
+    from joulectl.errors import InputError
+    from joulectl.sim.clusterspec import parse_spec
+
+    with pytest.raises(InputError) as err:
+        parse_spec(spec_doc([{"name": "a", "profile": "vm-no-powercap", **pool}]), "s.yaml")
+    assert str(err.value).startswith(f"s.yaml: {message}")
+    names = [n.name for n in parse_spec(spec_doc([{"name": "a", "profile": "vm-no-powercap",
+                                                   "prefix": "a" * 61, "startIndex": 7, "count": 3}]), "s").nodes]
+    assert names == [f"{'a' * 61}-7", f"{'a' * 61}-8", f"{'a' * 61}-9"]
