@@ -257,7 +257,7 @@ def _plan_and_print(options: Any, fmt: str, **inputs: Any) -> None:
     from joulectl.planning import plan as run_plan
     from joulectl.render import emit, warn
 
-    cluster = load_cluster(**inputs)
+    cluster = load_cluster(**inputs, node_ids=False)  # no twin, row or warning shows a Node's nodeInfo ids
     result = run_plan(cluster, options)
     for line in result.warnings:
         warn(line)

@@ -216,12 +216,13 @@ class _PoolTemplate:
     name; checked on the second node; a pool where that is not so is built node by node). Shared
     parts are shared objects, so the planner computes the hardware facts of a pool once."""
 
-    def __init__(self, first: Any, node_object: Any, node_hardware: Any) -> None:
+    def __init__(self, first: Any, node_object: Any, node_hardware: Any, ids: bool = True) -> None:
         from joulectl.sim.k8s import node_ids
 
         self.node_ids = node_ids
+        self.ids = ids
         self.name = first.name
-        self.node = node_object(first)
+        self.node = self.full_node(first, node_object)
         self.hardware = node_hardware(first)
         node_leaves = dict.fromkeys(_name_paths(self.node, self.name), "name")
         status = self.node.get("status")
@@ -234,26 +235,41 @@ class _PoolTemplate:
         self.checked = False
         self.ok = True
 
+    def full_node(self, spec_node: Any, node_object: Any) -> dict[str, Any]:
+        """The Node of ``spec_node`` built in full; without the nodeInfo ids unless asked for."""
+        node: dict[str, Any] = node_object(spec_node)
+        status = node.get("status")
+        info = status.get("nodeInfo") if isinstance(status, dict) else None
+        if self.ids or not isinstance(info, dict):
+            return node
+        assert isinstance(status, dict)
+        info = {k: v for k, v in info.items() if k not in _ID_KEYS}
+        return {**node, "status": {**status, "nodeInfo": info}}
+
     def build(self, spec_node: Any, node_object: Any, node_hardware: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         if spec_node.name == self.name:
             return self.node, self.hardware
         if not self.ok:
-            return node_object(spec_node), node_hardware(spec_node)
+            return self.full_node(spec_node, node_object), node_hardware(spec_node)
         name = spec_node.name
         values = {"name": name, **self.node_ids(name)} if self.with_ids else {"name": name}
         node = _rebuilt(self.node, self.node_tree, values) if self.node_tree else self.node
         hardware = _rebuilt(self.hardware, self.hw_tree, values) if self.hw_tree else self.hardware
         if not self.checked:
             self.checked = True
-            full_node, full_hw = node_object(spec_node), node_hardware(spec_node)
+            full_node, full_hw = self.full_node(spec_node, node_object), node_hardware(spec_node)
             if (node, hardware) != (full_node, full_hw):
                 self.ok = False
                 return full_node, full_hw
         return node, hardware
 
 
-def load_spec_cluster(path: str, profiles_dir: str | None) -> ClusterInput:
-    """A ClusterSpec as Node objects and NodeHardware, expanded by the simulator's modules."""
+def load_spec_cluster(path: str, profiles_dir: str | None, *, node_ids: bool = True) -> ClusterInput:
+    """A ClusterSpec as Node objects and NodeHardware, expanded by the simulator's modules.
+
+    ``node_ids=False`` leaves the per-node ids out of each Node's ``status.nodeInfo`` (``bootID``,
+    ``machineID``, ``systemUUID``: three SHA-1s and two copied dicts a node, which nothing a plan
+    prints reads)."""
     from joulectl.planning.planner import no_gc
     from joulectl.sim.clusterspec import load_spec
     from joulectl.sim.k8s import node_hardware, node_object
@@ -266,7 +282,8 @@ def load_spec_cluster(path: str, profiles_dir: str | None) -> ClusterInput:
         for spec_node in spec.nodes:
             template = templates.get(spec_node.pool)
             if template is None:
-                template = templates[spec_node.pool] = _PoolTemplate(spec_node, node_object, node_hardware)
+                template = templates[spec_node.pool] = _PoolTemplate(spec_node, node_object, node_hardware,
+                                                                     node_ids)
             node, hw = template.build(spec_node, node_object, node_hardware)
             nodes.append(node)
             hardware[spec_node.name] = hw
@@ -284,9 +301,12 @@ def load_cluster(
     pods: str | None = None,
     telemetry: str | None = None,
     profiles_dir: str | None = None,
+    node_ids: bool = True,
 ) -> ClusterInput:
     """Read a cluster from a ClusterSpec (``spec``) or a NodeList file (``nodes``), plus NodeHardware
-    files, a pods file and a telemetry file. Every problem is an :class:`InputError` naming the file."""
+    files, a pods file and a telemetry file. Every problem is an :class:`InputError` naming the file.
+    ``node_ids=False``: a ClusterSpec's Nodes without their ``status.nodeInfo`` ids
+    (:func:`load_spec_cluster`)."""
     from joulectl.yamlio import load_documents, read_text
 
     if (spec is None) == (nodes is None):
@@ -296,7 +316,7 @@ def load_cluster(
     from joulectl.planning.planner import no_gc
 
     if spec is not None:
-        cluster = load_spec_cluster(spec, profiles_dir)
+        cluster = load_spec_cluster(spec, profiles_dir, node_ids=node_ids)
     else:
         assert nodes is not None
         with no_gc():

@@ -284,3 +284,27 @@ def test_a_renamed_node_shares_what_its_name_is_not_on_and_leaves_the_first_as_b
     assert node["status"]["capacity"] is first[0]["status"]["capacity"]
     assert node["metadata"]["annotations"] is first[0]["metadata"]["annotations"]
     assert hw["status"]["cpu"] is first[1]["status"]["cpu"] and hw["status"]["gpu"] is first[1]["status"]["gpu"]
+
+
+def test_a_spec_cluster_without_node_ids_differs_only_there_and_plans_the_same(tmp_path: Path) -> None:
+    """``node_ids=False`` (what ``plan`` asks for) leaves bootID, machineID and systemUUID out of
+    each Node's nodeInfo and nothing else: the plan is the same."""
+    from datetime import datetime, timezone
+
+    from joulectl.planning import PlanOptions, load_cluster, plan
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: t}\nspec:\n"
+                    "  pools:\n  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 3}\n"
+                    "  - {name: cpu, profile: intel-xeon-2s-rapl, count: 2}\n")
+    full = load_cluster(spec=str(spec))
+    lean = load_cluster(spec=str(spec), node_ids=False)
+    assert lean.hardware == full.hardware
+    ids = ("bootID", "machineID", "systemUUID")
+    for a, b in zip(full.nodes, lean.nodes, strict=True):
+        info = a["status"]["nodeInfo"]
+        assert len({info[k] for k in ids}) == 3
+        assert b["status"]["nodeInfo"] == {k: v for k, v in info.items() if k not in ids}
+        assert {**b, "status": {**b["status"], "nodeInfo": info}} == a
+    now = datetime(2026, 12, 2, tzinfo=timezone.utc)
+    assert plan(lean, PlanOptions(), now=now).twins == plan(full, PlanOptions(), now=now).twins
