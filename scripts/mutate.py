@@ -70,6 +70,7 @@ MAP: dict[str, tuple[list[str], list[str]]] = {
         "tests/backends/test_nvidia_smi_limits.py",
         "tests/backends", "tests/governor/test_amd.py", "tests/governor/test_cpu.py",
         "tests/governor/test_intel.py", "tests/governor/test_nvidia.py", "tests/governor/test_nvml.py",
+        "tests/governor/test_nvidia_transport_edges.py",
         "tests/governor/test_legacy_cpufreq.py", "tests/ops/test_cap_boundaries.py", "tests/ops/test_cap_nvml.py",
         "tests/cli/test_real_captures.py", "tests/cli/test_real_facts.py"]),
     "scheduling/filters.py": (["joulectl/scheduling/filters.py"], [

@@ -7,7 +7,6 @@ The governor (:mod:`joulectl.backends.gov_nvidia`) applies the plans through a t
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -22,7 +21,6 @@ GOVERNOR_ARCHS = frozenset({"ampere", "ada", "ada_lovelace", "hopper", "blackwel
 OLDER_ARCHS = frozenset({"kepler", "maxwell", "pascal", "volta", "turing"})
 
 EFFICIENT_FRACTION = 0.75
-
 
 
 class PresetBlocked(Exception):
@@ -204,7 +202,3 @@ def plan_preset(
         return LockPlan(ClockLock(clock, clock), memory)
     raise PresetBlocked(f"unknown GPU preset {preset!r}")
 
-
-def efficient_ceiling_mhz(max_mhz: int) -> int:
-    """75 % of a clock, a whole number of MHz (rounded down)."""
-    return math.floor(EFFICIENT_FRACTION * max_mhz)
