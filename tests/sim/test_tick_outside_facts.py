@@ -261,3 +261,34 @@ def test_the_nvml_state_a_tick_rewrites_is_one_write(tmp_path: Path) -> None:
     rewritten = _rewritten(before, _files(node))
     assert "state/nvml.json" in rewritten
     assert rt.writes - w0 == len(rewritten)
+
+
+def test_a_ledger_changed_since_the_clean_stop_is_read_from_its_file(tmp_path: Path) -> None:
+    # the start-up cache's copy of the ledger stands for the ledger only while the ledger file is
+    # as the clean stop left it; a ledger rewritten since (restored from a backup, here pkg0 at
+    # 5 kJ instead of the 200 J of one second at the 200 W PL1) is read from its file. Mutant
+    # tick.py:694 (the signature check's `or` -> `and`: the stale copy was taken). Written after
+    # the seed-5583 sample's timeouts were run again.
+    node, _rt, _cache, _doc = _saved_cache(tmp_path)
+    led = node / "state" / "ledger.json"
+    text = led.read_text()
+    assert '"pkg0":200000000,' in text
+    led.write_text(text.replace('"pkg0":200000000,', '"pkg0":5000000000,'))
+    rt2 = runtime(node)
+    assert rt2.ledger.energy["pkg0"] == 5_000_000_000
+    assert rt2.ledger.energy["pkg1"] == 200_000_000
+
+
+def test_an_epp_left_unparsable_on_a_tree_without_a_manifest_caps_no_clock(tmp_path: Path) -> None:
+    # a tree without a manifest has no default to put back, so an EPP it holds that no rule takes
+    # ("²": a digit to str.isdigit, no decimal number) stays in force: it names no preference and
+    # no number, so it lowers no clock (powersave with EPP runs up to scaling_max_freq, 4 GHz,
+    # at a light load that reaches no cap).
+    # Mutant tick.py:1214:62 (`_uint(epp, 0)` -> `1`: read as EPP 1, 4 GHz x (1 - 0.3/255)).
+    # Written after the seed-5583 sample's timeouts were run again.
+    node = build_node(tmp_path)
+    (node / POLICY.format(0) / "energy_performance_preference").write_text("\u00b2\n")
+    rt = runtime(node, load=BaseLoad(cpu_util=0.1, gpu_util=0.0, memory_intensity=0.0))  # no cap reached
+    assert rt.value("policy0", "epp") == "\u00b2"
+    tick(rt, 1)
+    assert (node / POLICY.format(0) / "scaling_cur_freq").read_text() == "4000000\n"
