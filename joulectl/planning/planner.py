@@ -311,45 +311,42 @@ def _plan(cluster: ClusterInput, options: PlanOptions, now: datetime | None) -> 
         hp = policy.static_count(n, options.performance_fraction)
     sized_count = hp
     hp = policy.family_floor(hp, (f.family for f in eligible), n)
-    by_name = sorted(eligible, key=attrgetter("name"))  # once: order_by_density's own sort by name is then cheap
-    family = {f.name: f.family for f in by_name}
-    ordered = policy.order_by_density([(f.name, f.density) for f in by_name])
-    performance = policy.select_performance([(name, family[name]) for name in ordered], hp)
+    by_name = sorted(eligible, key=attrgetter("name"))
+    ordered = policy.density_order(by_name, attrgetter("density"))
+    performance = policy.select_performance([(f.name, f.family) for f in ordered], hp)
     perf_pods = performance_pods_by_node(cluster.pods)
 
+    # one pass in name order: each node's profile, caps and budget, its rack's budget, its NodeTwin name
     sizer = _Sizer(options)
     planned: list[_Planned] = []
     telemetry = cluster.telemetry
-    for facts in by_name:
-        profile = "performance" if facts.name in performance else "eco"
-        draining = profile == "eco" and perf_pods.get(facts.name, 0) > 0
-        sized = sizer(facts, profile)
-        baseline_w = sized.budget.node_capped_w if profile == "performance" else sizer(
-            facts, "performance").budget.node_capped_w
-        measured = float(telemetry.get(facts.name, 0.0)) if telemetry else 0.0
-        planned.append(_Planned(facts, profile, draining, sized, measured, baseline_w))
-
     rack_w: dict[str, float] = defaultdict(float)
-    for p in planned:
-        rack = p.facts.labels.get(RACK_LABEL)  # NodeFacts.label, inline
-        if rack is not None and (rack := str(rack)):
-            rack_w[rack] += p.sized.budget.node_capped_w
-    cluster_it_w = sum(p.measured_w for p in planned)
-
     object_names: dict[str, str] = {}
     names: list[str] = []
-    for p in planned:
+    for facts in by_name:
+        name = facts.name
+        profile = "performance" if name in performance else "eco"
+        draining = profile == "eco" and perf_pods.get(name, 0) > 0
+        sized = sizer(facts, profile)
+        capped_w = sized.budget.node_capped_w
+        baseline_w = capped_w if profile == "performance" else sizer(facts, "performance").budget.node_capped_w
+        measured = float(telemetry.get(name, 0.0)) if telemetry else 0.0
+        planned.append(_Planned(facts, profile, draining, sized, measured, baseline_w))
+        rack = facts.labels.get(RACK_LABEL)  # NodeFacts.label, inline
+        if rack is not None and (rack := str(rack)):
+            rack_w[rack] += capped_w
         # a name already of [a-z0-9-], starting and ending alphanumeric, is its own NodeTwin name
-        obj_name = p.facts.name if _TWIN_NAME(p.facts.name) else sanitize_name(p.facts.name)
+        obj_name = name if _TWIN_NAME(name) else sanitize_name(name)
         if not obj_name:
-            raise InputError(f"node name {p.facts.name!r} gives an empty NodeTwin name", file=cluster.source)
+            raise InputError(f"node name {name!r} gives an empty NodeTwin name", file=cluster.source)
         if obj_name in object_names:
             raise InputError(
-                f"nodes {object_names[obj_name]!r} and {p.facts.name!r} share the NodeTwin name {obj_name!r}",
+                f"nodes {object_names[obj_name]!r} and {name!r} share the NodeTwin name {obj_name!r}",
                 file=cluster.source,
             )
-        object_names[obj_name] = p.facts.name
+        object_names[obj_name] = name
         names.append(obj_name)
+    cluster_it_w = sum(p.measured_w for p in planned)
     render = _Render(planned, names, POLICY_NAMES[options.policy], cluster, rack_w, cluster_it_w, _iso(now))
     summary = _summary(planned, ineligible, options, sized_count, hp, demand, len(cluster.nodes))
     return PlanResult(ineligible, summary, _warnings(cluster, options, planned), render)

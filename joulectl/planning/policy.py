@@ -8,10 +8,13 @@ performance node per hardware family; selection runs over the density-ordered no
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
+from typing import TypeVar
 
 from joulectl.units import round_half_away
+
+T = TypeVar("T")
 
 
 def clamp_int(x: int, lo: int, hi: int) -> int:
@@ -46,9 +49,13 @@ def family_floor(hp: int, families: Iterable[str], n: int) -> int:
 
 def order_by_density(items: Sequence[tuple[str, float]]) -> list[str]:
     """Names sorted by density descending, ties by name (two stable sorts: no key tuple per item)."""
-    by_name = sorted(items, key=itemgetter(0))
-    by_name.sort(key=itemgetter(1), reverse=True)  # reverse keeps the name order of equal densities
-    return [name for name, _ in by_name]
+    return [name for name, _ in density_order(sorted(items, key=itemgetter(0)), itemgetter(1))]
+
+
+def density_order(by_name: Iterable[T], density: Callable[[T], float]) -> list[T]:
+    """Nodes given in name order, sorted by density descending, ties by name (a stable sort:
+    ``reverse`` keeps the name order of equal densities)."""
+    return sorted(by_name, key=density, reverse=True)
 
 
 def select_performance(ordered: Sequence[tuple[str, str]], hp: int) -> set[str]:
