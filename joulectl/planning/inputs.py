@@ -22,8 +22,8 @@ _LIST_KINDS = ("List", "NodeList", "NodeHardwareList")
 _ITEM_KIND = {"NodeList": "Node", "NodeHardwareList": "NodeHardware"}
 
 
-def _items(doc: Any, label: str, index: int) -> list[tuple[str, Mapping[str, Any]]]:
-    """``(where, object)`` of a document: itself, or the items of a List."""
+def _items(doc: Any, label: str, index: int) -> tuple[str, list[Any] | None]:
+    """Where a document is, and the items of a List (None when the document is the object itself)."""
     where = f"document {index + 1}"
     if not isinstance(doc, Mapping):
         raise InputError(f"{where} is not a Kubernetes object (a mapping with a kind)", file=label)
@@ -34,13 +34,21 @@ def _items(doc: Any, label: str, index: int) -> list[tuple[str, Mapping[str, Any
             items = []
         if not isinstance(items, list):
             raise InputError("items is not a list", file=label, field=f"{where}.items")
-        out = []
-        for i, item in enumerate(items):
-            if not _is_mapping(item):
-                raise InputError("not a Kubernetes object", file=label, field=f"{where}.items[{i}]")
-            out.append((f"{where}.items[{i}]", item))
-        return out
-    return [(where, doc)]
+        return where, items
+    return where, None
+
+
+def _objects(doc: Any, label: str, index: int) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(where, object)`` of a document: itself, or the items of a List (each checked a mapping)."""
+    where, items = _items(doc, label, index)
+    if items is None:
+        return [(where, doc)]
+    out = []
+    for i, item in enumerate(items):
+        if not _is_mapping(item):
+            raise InputError("not a Kubernetes object", file=label, field=f"{where}.items[{i}]")
+        out.append((f"{where}.items[{i}]", item))
+    return out
 
 
 def _name(obj: Mapping[str, Any], label: str, where: str) -> str:
@@ -101,6 +109,27 @@ def _cpus(value: str) -> float | None:
         return None
 
 
+def _cpus_fine(status: Any) -> bool:
+    """True when ``status`` is a dict whose capacity and allocatable CPU counts, where given, are
+    strings of at most :data:`MAX_NODE_CPUS` (what a cluster's export has): else
+    :func:`_check_cpu_quantity` judges."""
+    if type(status) is not dict:
+        return False
+    for key in ("capacity", "allocatable"):
+        resources = status.get(key)
+        if resources is None:
+            continue
+        if type(resources) is not dict:
+            return False
+        value = resources.get("cpu")
+        if value is None:
+            continue
+        cpus = _cpus(value) if type(value) is str else None
+        if cpus is None or cpus > MAX_NODE_CPUS:
+            return False
+    return True
+
+
 def read_nodes(
     docs: Iterable[Any], label: str
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
@@ -108,23 +137,41 @@ def read_nodes(
     nodes: list[dict[str, Any]] = []
     hardware: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
+
+    def read(obj: Mapping[str, Any], where: str, default: str | None) -> None:
+        kind = obj.get("kind", default)
+        if kind == "Node":
+            name = _name(obj, label, where)
+            if name in seen:
+                raise InputError(f"node {name!r} is listed twice", file=label, field=f"{where}.metadata.name")
+            seen.add(name)
+            _check_cpu_quantity(obj, label, where)
+            nodes.append(dict(obj))
+        elif kind == "NodeHardware":
+            hardware[_hardware_node(obj, label, where)] = dict(obj)
+        else:
+            raise InputError(
+                f"kind {kind!r} is not a Node, NodeList or NodeHardware", file=label, field=f"{where}.kind"
+            )
+
     for index, doc in enumerate(docs):
         default = _ITEM_KIND.get(str(doc.get("kind"))) if isinstance(doc, Mapping) else None
-        for where, obj in _items(doc, label, index):
-            kind = obj.get("kind", default)
-            if kind == "Node":
-                name = _name(obj, label, where)
-                if name in seen:
-                    raise InputError(f"node {name!r} is listed twice", file=label, field=f"{where}.metadata.name")
+        where, items = _items(doc, label, index)
+        if items is None or not all(type(item) is dict for item in items):
+            for at, obj in _objects(doc, label, index):
+                read(obj, at, default)
+            continue
+        # a List of dicts (an export): a plain Node is taken here, anything else as above, with
+        # its place in the list named only when there is something to say
+        for i, obj in enumerate(items):
+            meta = obj.get("metadata")
+            name = meta.get("name") if type(meta) is dict else None
+            if (obj.get("kind", default) == "Node" and type(name) is str and name not in seen and name.strip()
+                    and _cpus_fine(obj.get("status"))):
                 seen.add(name)
-                _check_cpu_quantity(obj, label, where)
-                nodes.append(dict(obj))
-            elif kind == "NodeHardware":
-                hardware[_hardware_node(obj, label, where)] = dict(obj)
+                nodes.append(obj.copy())
             else:
-                raise InputError(
-                    f"kind {kind!r} is not a Node, NodeList or NodeHardware", file=label, field=f"{where}.kind"
-                )
+                read(obj, f"{where}.items[{i}]", default)
     if not nodes:
         raise InputError("no nodes (expected a NodeList with items, or Node objects)", file=label)
     return nodes, hardware
@@ -135,7 +182,7 @@ def read_hardware(docs: Iterable[Any], label: str) -> dict[str, dict[str, Any]]:
     hardware: dict[str, dict[str, Any]] = {}
     for index, doc in enumerate(docs):
         default = _ITEM_KIND.get(str(doc.get("kind"))) if isinstance(doc, Mapping) else None
-        for where, obj in _items(doc, label, index):
+        for where, obj in _objects(doc, label, index):
             kind = obj.get("kind", default)
             if kind != "NodeHardware":
                 hint = " (give Nodes with --nodes)" if kind in ("Node", "NodeList") else ""

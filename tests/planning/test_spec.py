@@ -308,3 +308,43 @@ def test_a_spec_cluster_without_node_ids_differs_only_there_and_plans_the_same(t
         assert {**b, "status": {**b["status"], "nodeInfo": info}} == a
     now = datetime(2026, 12, 2, tzinfo=timezone.utc)
     assert plan(lean, PlanOptions(), now=now).twins == plan(full, PlanOptions(), now=now).twins
+
+
+def _export_node(name: Any, cpu: Any = "8", **extra: Any) -> dict[str, Any]:
+    return {"kind": "Node", "metadata": {"name": name}, "status": {"capacity": {"cpu": cpu}}, **extra}
+
+
+@pytest.mark.parametrize(("items", "field", "message"), [
+    # every item is checked a mapping before any is read, as before the export's fast path
+    ([_export_node("a"), _export_node("a"), "x"], "document 1.items[2]", "not a Kubernetes object"),
+    ([_export_node("a"), _export_node("a")], "document 1.items[1].metadata.name", "node 'a' is listed twice"),
+    ([_export_node("a"), _export_node(" ")], "document 1.items[1].metadata.name", "missing or empty"),
+    ([_export_node("a"), _export_node(7)], "document 1.items[1].metadata.name", "missing or empty"),
+    ([_export_node("a"), {"kind": "Service", "metadata": {"name": "s"}}], "document 1.items[1].kind",
+     "kind 'Service' is not a Node, NodeList or NodeHardware"),
+    ([_export_node("a"), _export_node("b", "2e6")], "document 1.items[1].status.capacity.cpu",
+     "'2e6' is not a CPU count (more than 1,000,000 CPUs)"),
+    ([_export_node("a"), _export_node("b", 2000000)], "document 1.items[1].status.capacity.cpu",
+     "2000000 is not a CPU count (more than 1,000,000 CPUs)"),
+])
+def test_an_exports_bad_item_is_named_by_its_place(items: list[Any], field: str, message: str) -> None:
+    from joulectl.errors import InputError
+    from joulectl.planning.inputs import read_nodes
+
+    with pytest.raises(InputError) as err:
+        read_nodes([{"apiVersion": "v1", "kind": "List", "items": items}], "n.json")
+    assert (err.value.field, str(err.value)) == (field, f"n.json: {field}: {message}")
+
+
+def test_an_export_reads_nodes_of_every_shape_it_allows() -> None:
+    """Plain Nodes, a Node whose kind the NodeList gives, odd but valid ones (no status, an
+    unparsable CPU count, a capacity that is not a mapping) and a NodeHardware in one list."""
+    from joulectl.planning.inputs import read_nodes
+
+    hw = {"kind": "NodeHardware", "metadata": {"name": "hw-a"}, "spec": {"nodeName": "a"}}
+    items = [_export_node("a"), {"metadata": {"name": "b"}}, _export_node("c", "lots"),
+             {"kind": "Node", "metadata": {"name": "d"}, "status": {"capacity": "none"}}, hw]
+    nodes, hardware = read_nodes([{"kind": "NodeList", "items": items}], "n.json")
+    assert [n["metadata"]["name"] for n in nodes] == ["a", "b", "c", "d"]
+    assert nodes[0] == items[0] and nodes[0] is not items[0]
+    assert hardware == {"a": hw}
