@@ -14,15 +14,16 @@ Method:
   ``python -m joulectl plan --nodes FILE -o json`` runs as a subprocess (stdout to /dev/null):
   wall time (median), CPU time per run and the children's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``), next to
   ``python -m joulectl --version`` for the interpreter and CLI start-up alone.
-- ``--cli-cases`` (issue 20): ``plan --nodes`` of 10,000 and 100,000 exported nodes and ``plan`` of
-  a 100,000-node ClusterSpec (20,000 8x H100, 20,000 8x MI300X, 20,000 4x L40S, 40,000 Xeon
-  nodes), each run in a fresh helper process so the peak RSS is that run's alone.
+- ``--cli-cases`` (issue 20): ``nodes-N`` is ``plan --nodes`` of N exported nodes, ``spec-N``
+  ``plan`` of an N-node ClusterSpec (a fifth each 8x H100, 8x MI300X and 4x L40S, two fifths Xeon
+  nodes: for 100,000, 20,000, 20,000, 20,000 and 40,000), each run in a fresh helper process so the
+  peak RSS is that run's alone.
 
 Targets: 10,000 nodes in about a second, linear in nodes; 100,000 nodes (ClusterSpec and export)
 under 5 s and 500 MB; ``--nodes`` of 10,000 under 2 s.
 
 Usage: ``python benchmarks/bench_plan.py [--sizes 1000,10000,100000] [--repeat 3] [--cli-nodes 10000]
-[--cli-cases nodes-10000,nodes-100000,spec-100000]``.
+[--cli-cases nodes-10000,nodes-100000,spec-10000,spec-100000]``.
 """
 
 from __future__ import annotations
