@@ -118,35 +118,69 @@ class _Render:
             yield self.doc(p, name)
 
     def _kind(self, p: _Planned) -> tuple[Any, ...]:
-        """Everything of a twin but its names: twins of one kind print the same JSON (label values
-        as found: two spellings of one value only make two kinds)."""
+        """Everything of a twin but its names and its rack's PSU score: twins of one kind print the
+        same JSON but for those (label values as found: two spellings of one only make two kinds)."""
         f, cluster = p.facts, self.cluster
         measured = p.measured_w
-        labels = f.labels
-        return (id(p.sized), p.draining, labels.get(RACK_LABEL), f.name in cluster.telemetry,
-                cluster.trends.get(f.name), measured, labels.get(COOLING_ZONE_LABEL) if measured else None)
+        return (id(p.sized), p.draining, f.name in cluster.telemetry, cluster.trends.get(f.name), measured,
+                f.labels.get(COOLING_ZONE_LABEL) if measured else None)
 
     def json_texts(self) -> Iterator[str]:
         from json.encoder import encode_basestring  # json.dumps(str, ensure_ascii=False), in C
 
-        # a kind's text split around the object and node names: each twin is one concatenation
-        templates: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+        # a kind's text split around the object name, the node name and the PSU score: each twin
+        # is one concatenation (a fleet's racks would otherwise make thousands of kinds)
+        templates: dict[tuple[Any, ...], tuple[str, str, str, str] | None] = {}
+        psu_texts: dict[str | None, str] = {}
         kind_of = self._kind
         for p, name in zip(self.planned, self.names, strict=True):
+            rack = p.facts.label(RACK_LABEL)
+            psu = psu_texts.get(rack)
+            if psu is None:
+                psu = psu_texts[rack] = json.dumps(
+                    _psu_score(self.psu_scores, rack, self.rack_w, self.cluster_it_w))
             kind = kind_of(p)
-            template = templates.get(kind)
             node_name = p.facts.name
             node = encode_basestring(node_name)
             obj = node if name == node_name else encode_basestring(name)
-            if template is None:
+            if kind not in templates:
                 text = json.dumps(self.doc(p, name)[0], ensure_ascii=False)
-                head, _, rest = text.partition('"metadata": {"name": ' + obj)
-                middle, _, tail = rest.partition('"spec": {"nodeName": ' + node)
-                templates[kind] = (head + '"metadata": {"name": ', middle + '"spec": {"nodeName": ', tail)
+                templates[kind] = _split_twin(text, obj, node, psu)
                 yield text
                 continue
-            head, middle, tail = template
-            yield f"{head}{obj}{middle}{node}{tail}"
+            template = templates[kind]
+            if template is None:  # a text the names or the score cannot be found in: each in full
+                yield json.dumps(self.doc(p, name)[0], ensure_ascii=False)
+                continue
+            head, middle, scored, tail = template
+            yield f"{head}{obj}{middle}{node}{scored}{psu}{tail}"
+
+
+_OBJ_AT, _NODE_AT, _PSU_AT = '"metadata": {"name": ', '"spec": {"nodeName": ', '"predictedPsuStressScore": '
+
+
+def _split_twin(text: str, obj: str, node: str, psu: str) -> tuple[str, str, str, str] | None:
+    """A twin's JSON text cut where its object name, node name and PSU score go (in that order),
+    or None when one is not where it should be."""
+    head, found, rest = text.partition(_OBJ_AT + obj + ", ")
+    if not found:
+        return None
+    middle, found, rest = rest.partition(_NODE_AT + node + ", ")
+    if not found:
+        return None
+    scored, found, tail = rest.partition(_PSU_AT + psu + ", ")
+    if not found:
+        return None
+    return head + _OBJ_AT, ", " + middle + _NODE_AT, ", " + scored + _PSU_AT, ", " + tail
+
+
+def _psu_score(psu_scores: dict[str | None, float | int], rack: str | None, rack_w: Mapping[str, float],
+               cluster_it_w: float) -> float | int:
+    """A rack's PSU stress score (computed once per rack)."""
+    score = psu_scores.get(rack)
+    if score is None:
+        score = psu_scores[rack] = _score(twin.psu_stress(rack_w.get(rack, 0.0) if rack else 0.0, cluster_it_w))
+    return score
 
 
 def ineligibility(facts: NodeFacts, selector: Iterable[Requirement] = ()) -> str | None:
@@ -422,9 +456,7 @@ def _twin(
     else:  # nothing measured: full headroom, no cooling stress
         headroom_out, cooling_out, pue_out = 100, 0, _score(twin.estimated_pue(0.0))
     rack = facts.label(RACK_LABEL)
-    psu_out = psu_scores.get(rack)
-    if psu_out is None:
-        psu_out = psu_scores[rack] = _score(twin.psu_stress(rack_w.get(rack, 0.0) if rack else 0.0, cluster_it_w))
+    psu_out = _psu_score(psu_scores, rack, rack_w, cluster_it_w)
     if not cluster.telemetry_given:
         source = "static"
     elif facts.name in cluster.telemetry:

@@ -383,3 +383,29 @@ def test_the_cyclic_collector_is_back_after_a_plan_and_after_a_refused_one(
     assert res.exit_code == 2
     assert "bad.yaml: document 1.kind: kind 'Pod' is not a Node, NodeList or NodeHardware" in res.stderr
     assert gc.isenabled()
+
+
+def test_streamed_json_puts_each_racks_psu_score_in_its_kinds_text() -> None:
+    """Twins differing only by rack share one text with the PSU score put in: 1,200 nodes over 400
+    racks of different budgets (five scores; some nodes without a rack, some racks spelled as numbers) give the
+    twins json.dumps gives."""
+    import io
+
+    from joulectl.cli.plan import json_list, write_json_list
+    from joulectl.planning import ClusterInput, PlanOptions, plan
+
+    def node(i: int) -> dict[str, Any]:
+        labels: dict[str, Any] = {"feature.node.kubernetes.io/cpu-model.name": "AMD EPYC 9654 96-Core Processor"}
+        if i % 9:
+            labels["joulie.io/rack"] = i % 400 if i % 5 == 0 else f"r{i % 400}"
+        res = {"cpu": str(64 * (1 + i % 3)), "memory": "1Ti"}
+        return {"kind": "Node", "metadata": {"name": f"n{i}", "labels": labels},
+                "status": {"capacity": res, "allocatable": res}}
+
+    nodes = [node(i) for i in range(1200)]
+    now = datetime(2026, 12, 2, tzinfo=timezone.utc)
+    streamed = io.StringIO()
+    write_json_list(plan(ClusterInput(nodes=nodes), PlanOptions(), now=now), streamed)
+    reference = plan(ClusterInput(nodes=nodes), PlanOptions(), now=now).twins
+    assert len({t["status"]["predictedPsuStressScore"] for t in reference}) >= 4
+    assert streamed.getvalue() == json_list(reference)
