@@ -292,3 +292,48 @@ def test_an_epp_left_unparsable_on_a_tree_without_a_manifest_caps_no_clock(tmp_p
     assert rt.value("policy0", "epp") == "\u00b2"
     tick(rt, 1)
     assert (node / POLICY.format(0) / "scaling_cur_freq").read_text() == "4000000\n"
+
+
+# -- written for the survivors of the second sim/tick.py sample (seed 5584, 2 December), after it
+# was reported
+
+
+def test_a_package_half_way_into_its_throttle_band_runs_at_half_its_clock(tmp_path: Path) -> None:
+    # the documented CPU thermal model (docs/joulie-reference.md: throttle from 85 to 97 °C; the
+    # frequency is 1 - throttle): a package at 91 °C (the ambient, no swing) is half throttled,
+    # so a light load that reaches no cap runs at 2 GHz of its 4 GHz. Mutant tick.py:1071
+    # (`min(f_target, 1.0 - thermal)` -> `2.0 - thermal`: no thermal throttling of the clock).
+    node = build_node(tmp_path)
+    model = layout.scan(str(node), node.name, _Profile())
+    rt = NodeRuntime(str(node), model, BaseLoad(cpu_util=0.1, gpu_util=0.0, memory_intensity=0.0),
+                     facility={"ambientC": 91.0, "amplitudeC": 0.0})
+    rt.readback(T0 + 1)
+    rt.step(T0 + 1, 1.0)
+    assert (node / POLICY.format(0) / "scaling_cur_freq").read_text() == "2000000\n"
+
+
+def test_the_energy_counters_start_where_the_first_interval_starts(tmp_path: Path) -> None:
+    # a cumulative counter's start time is the start of what it sums (OpenTelemetry data model,
+    # Sums: StartTimeUnixNano, never after the point's time): the first tick at T0 + 1 s over 1 s
+    # starts them at T0. Mutant tick.py:1122 (`now - dt_s` -> `now + dt_s`: a start after the
+    # point, at T0 + 2 s).
+    rt = runtime(build_node(tmp_path))
+    rt.readback(T0 + 1)
+    sample = rt.step(T0 + 1, 1.0)
+    assert (sample.start_s, sample.time_s) == (T0, T0 + 1)
+    rt.readback(T0 + 2)
+    assert rt.step(T0 + 2, 1.0).start_s == T0
+
+
+def test_the_descriptor_budget_keeps_within_the_open_file_limit() -> None:
+    # getrlimit(2): RLIMIT_NOFILE bounds the descriptors a process holds; the files the tick keeps
+    # open, those open already and the reserve for everything else stay within it. Mutant
+    # tick.py:411 (`limit - in_use` -> `limit + in_use`: the budget past the limit).
+    import os
+
+    from joulectl.sim.tick import FD_RESERVE, fd_budget, fd_limit
+
+    limit = fd_limit()
+    budget = fd_budget()
+    in_use = len(os.listdir("/proc/self/fd"))
+    assert budget.size == 0 or budget.size + in_use + FD_RESERVE <= limit
