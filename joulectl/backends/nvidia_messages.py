@@ -145,8 +145,3 @@ def decide(text: str, returncode: int, bus_ids: Iterable[str]) -> dict[str, Verd
         else:
             out[bus_id] = None
     return out
-
-
-def row(key: str) -> Row:
-    """The row named ``key``."""
-    return next(r for r in ROWS if r.key == key)

@@ -160,3 +160,28 @@ def test_a_reset_after_a_first_run_was_killed_names_the_level_it_was_setting(tmp
     r = gov.reset(Host(str(tmp_path)), _inventory(_gpu()), journal, cpu=False)[0]
     assert (r.status, r.message) == (
         Status.UNCHANGED, "performance level changed to high since joulectl set low: left alone")
+
+
+@pytest.mark.parametrize(("model", "shown"), [("AMD Instinct MI300X", "AMD Instinct MI300X"),
+                                              (None, "AMD Instinct MI300X OAM"), ("", "AMD Instinct MI300X OAM")])
+def test_a_result_row_names_the_catalog_model_and_the_raw_one_without_it(tmp_path: Path, model: str | None,
+                                                                         shown: str) -> None:
+    # every governor result row (backends/base.py gpu_result) names the catalog's model, or the
+    # raw name the driver gave when the catalog has none (kills base.py:227 `or` -> `and`)
+    _tree(tmp_path)
+    (row,) = gov_amd.AmdGovernor(Host(str(tmp_path))).apply([_gpu(model)], "peak", Journal())
+    assert (row.device, row.model, row.status) == (BUS, shown, Status.APPLIED)
+
+
+def test_an_undo_is_no_dry_run_unless_asked(tmp_path: Path) -> None:
+    # the governor contract (backends/base.py GovernorBackend.undo): `dry_run` defaults to False,
+    # so a caller that leaves it out puts back what joulectl changed (kills base.py:208, the
+    # DeviceGovernor default `False` -> `True`)
+    _tree(tmp_path)
+    host, journal = Host(str(tmp_path)), Journal()
+    backend = gov_amd.AmdGovernor(host)
+    backend.apply([_gpu()], "peak", journal)
+    assert (tmp_path / LEVEL.lstrip("/")).read_text() == "profile_peak"
+    (row,) = backend.undo([_gpu()], journal)
+    assert row.status is Status.APPLIED
+    assert (tmp_path / LEVEL.lstrip("/")).read_text() == "auto"

@@ -62,3 +62,22 @@ def test_a_gpu_1_percent_busy_is_busy() -> None:
     from joulectl.backends.nvidia_clocks import ClockSample
 
     assert [ClockSample(1980, 2619, u).busy for u in (0, 1, 100, None)] == [False, True, True, None]
+
+
+def test_presets_need_both_a_new_enough_gpu_and_its_clock_table() -> None:
+    # the governor needs Ampere or newer (nvidia-smi(1): -lmc is "Ampere+") and the supported clocks
+    # to choose from: a Hopper GPU whose SUPPORTED_CLOCKS is N/A, and a Turing GPU with a table,
+    # get no preset; a Hopper GPU with its table gets the four (in the governor's order), an Ada
+    # one no `low` (no -lmc on Ada) (kills gov_nvidia.py:80 `eligibility(...) or not table` -> `and`)
+    table = {2619: [1980, 1410, 345], 1593: [1410, 345]}
+
+    def gpu(arch: str, clocks: dict[int, list[int]] | None) -> GpuDevice:
+        return GpuDevice(index=0, bus_id=BUS, vendor="nvidia", driver="nvidia", raw_model="NVIDIA GPU",
+                         model="NVIDIA GPU", cap_range=PowerRange(200, 700, 700), current_cap_w=700,
+                         control=Control(True), architecture=arch, supported_clocks=clocks)
+
+    assert gov_nvidia.presets(gpu("hopper", None)) == ()
+    assert gov_nvidia.presets(gpu("hopper", {})) == ()
+    assert gov_nvidia.presets(gpu("turing", table)) == ()
+    assert gov_nvidia.presets(gpu("hopper", table)) == ("auto", "efficient", "low", "peak")
+    assert gov_nvidia.presets(gpu("ada", table)) == ("auto", "efficient", "peak")

@@ -248,3 +248,17 @@ def test_a_default_limit_below_the_maximum_is_the_default(root: Path, trees: Mod
                            default_mw=310_000)])
     (g,) = inventory(Host(str(root), env=NVML_ENV)).gpus
     assert (g.cap_range.min_w, g.cap_range.max_w, g.cap_range.default_w, g.current_cap_w) == (200, 350, 310, 310)
+
+
+def test_architecture_names_come_from_pynvml_and_unknown_is_none(mocker: MockerFixture) -> None:
+    # nvmlDeviceGetArchitecture's nvmlDeviceArchitecture_t, by pynvml's own NVML_DEVICE_ARCH_*
+    # names: Hopper is "hopper", NVML_DEVICE_ARCH_UNKNOWN (0xffffffff) and a number pynvml does not
+    # name are no architecture (kills nvml.py:101 `suffix == "unknown"` -> `!=`)
+    from joulectl.backends.nvml import Nvml
+
+    install(mocker, [])
+    with Nvml() as nv:
+        assert nv.architecture_name(pynvml.NVML_DEVICE_ARCH_HOPPER) == "hopper"
+        assert nv.architecture_name(pynvml.NVML_DEVICE_ARCH_AMPERE) == "ampere"
+        assert nv.architecture_name(pynvml.NVML_DEVICE_ARCH_UNKNOWN) is None
+        assert nv.architecture_name(12345) is None
