@@ -14,7 +14,6 @@ from __future__ import annotations
 import posixpath
 
 from joulectl.backends.base import PRIVILEGE_HINT, WriteOutcome, normalize_bus_id, status_for_errno
-from joulectl.errors import ConfinementError
 from joulectl.host import Host, HostIOError
 from joulectl.models import Status
 from joulectl.record import record
@@ -41,27 +40,13 @@ class PciDevice:
     class_code: int | None
     driver: str | None
 
-    @property
-    def is_gpu_class(self) -> bool:
-        return self.class_code is not None and (self.class_code >> 16) in GPU_BASE_CLASSES
-
-
-def driver_of(host: Host, device_path: str) -> str | None:
-    """The name of the driver bound to a PCI function (its ``driver`` link), or None."""
-    if not host.exists(f"{device_path}/driver"):
-        return None
-    try:
-        return posixpath.basename(host.realpath(f"{device_path}/driver")) or None
-    except ConfinementError:  # a link that leaves the root: no driver name
-        return None
-
 
 def gpu_functions(host: Host, vendor_id: int) -> list[PciDevice]:
     """PCI functions of ``vendor_id`` with a GPU class (display or accelerator), sorted by bus id.
 
     Reads ``vendor`` first and the rest only for that vendor's functions (a node has many PCI
     functions and every read under a non-``/`` root is checked for confinement). ``driver`` is
-    left None here: :func:`driver_of` resolves it when needed.
+    left None here: each backend tells its driver by the function's hwmon name.
     """
     found = []
     for name in host.listdir(PCI_DEVICES):

@@ -97,7 +97,10 @@ def test_unknown_device_id_and_missing_pl1(root: Path, trees: ModuleType) -> Non
     (g,) = intel.discover(Host(str(root)))
     assert g.raw_model == "Intel GPU 0x1234"
     assert g.control.reason == "no PL1 file (power1_max/power2_max)"
-    assert intel.set_caps(Host(str(root)), [(g, 100.0)])[0].status is Status.BLOCKED
+    # a cap is refused with the reason discover gave (kills intel.py:171 `reason or "no PL1 file"`
+    # -> `and`)
+    out = intel.set_caps(Host(str(root)), [(g, 100.0)])[0]
+    assert (out.status, out.message) == (Status.BLOCKED, "no PL1 file (power1_max/power2_max)")
 
 
 def test_set_caps_applied_and_read_back(root: Path, trees: ModuleType) -> None:
@@ -139,3 +142,22 @@ def test_a_board_is_named_by_its_device_id(root: Path, trees: ModuleType, device
                     files={"power1_max": 120_000_000, "power1_rated_max": 150_000_000})
     (g,) = intel.discover(Host(str(root)))
     assert g.raw_model == name
+
+
+@pytest.mark.parametrize(("files", "energy"), [
+    # xe: PL1 on channel 2 (power2_max), the energy only on channel 1: the card's energy1_input
+    ({"power2_max": 150_000_000, "power2_rated_max": 150_000_000, "energy1_input": 111}, 111),
+    # PL1 on channel 1, the energy only on channel 2 (the package's energy2_input)
+    ({"power1_max": 150_000_000, "power1_rated_max": 150_000_000, "energy2_input": 222}, 222),
+    # both: the PL1's own channel first
+    ({"power2_max": 150_000_000, "power2_rated_max": 150_000_000, "energy1_input": 111, "energy2_input": 222},
+     222),
+])
+def test_the_energy_counter_is_the_pl1_channels_or_the_other_one(root: Path, trees: ModuleType,
+                                                                 files: dict[str, int], energy: int) -> None:
+    # xe hwmon (Documentation/ABI/testing/sysfs-driver-intel-xe-hwmon): energy1_input is the card's,
+    # energy2_input the package's, µJ; discover reads the PL1 channel's, else channel 1, else 2
+    # (kills intel.py:139, `(1, 2)` -> `(2, 2)` and -> `(1, 3)`)
+    trees.intel_gpu(root, "0000:4d:00.0", device=0x56C0, driver="xe", files=files)
+    (g,) = intel.discover(Host(str(root)))
+    assert g.energy_uj == energy
