@@ -47,7 +47,11 @@ def test_ctrl_c_during_a_two_worker_render_is_one_line(tmp_path: Path) -> None:
         root = tmp_path / f"sim{attempt}"
         proc = subprocess.Popen([sys.executable, "-m", "joulectl", "simulate", "render", str(spec), "--root",
                                  str(root), "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+                                text=True, start_new_session=True,
+                                # SIGINT back to its default in the child: a pytest started with it
+                                # ignored (a background job of a non-interactive shell, as a CI
+                                # job may be) passes SIG_IGN on, and Python then keeps it
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             for _ in range(6000):  # up to 300 s for the workers to start rendering
                 if proc.poll() is not None or _trees(root) >= 2:
