@@ -111,9 +111,14 @@ def _add(total: dict[str, float], more: Mapping[str, float]) -> None:
         total[k] = total.get(k, 0.0) + v
 
 
+def _pod_label(pod: PodRef) -> str:
+    """How an error names the pod: ``Pod ml/train``."""
+    return f"{pod.kind} {pod.namespace}/{pod.name or '<unnamed>'}"
+
+
 def pod_requests(pod: PodRef, source: str) -> dict[str, float]:
     """The pod's effective requests per resource (lowercased names)."""
-    label = f"{pod.kind} {pod.namespace}/{pod.name or '<unnamed>'}"
+    label = _pod_label(pod)
     spec = pod.spec
     containers = spec.get("containers") or []
     inits = spec.get("initContainers") or []
@@ -171,13 +176,12 @@ def check_required_affinity(pod: PodRef, source: str) -> None:
     terms = required.get("nodeSelectorTerms")
     if isinstance(terms, list) and terms:
         return
-    label = f"{pod.kind} {pod.namespace}/{pod.name or '<unnamed>'}"
     if isinstance(terms, list):
         got = "an empty list"
     else:
         got = "nothing" if terms is None else _KIND.get(type(terms), "a value")
     raise InputError(f"must be a list of at least one node selector term, got {got}", file=source,
-                     field=f"{label}: {_REQUIRED_AFFINITY}.nodeSelectorTerms")
+                     field=f"{_pod_label(pod)}: {_REQUIRED_AFFINITY}.nodeSelectorTerms")
 
 
 def pod_demand(pod: PodRef, source: str) -> PodDemand:
