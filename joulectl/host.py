@@ -30,8 +30,10 @@ _FIRST_READ = 4096
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+#: A file opened for reading (Host.read).
+_READ_FLAGS = os.O_RDONLY | _OPEN_FLAGS
 #: A leaf read relative to its directory (Host._read_at).
-_LEAF_FLAGS = os.O_RDONLY | _OPEN_FLAGS | _NOFOLLOW
+_LEAF_FLAGS = _READ_FLAGS | _NOFOLLOW
 #: Most a tool may print: ``nvidia-smi -q -x`` of eight GPUs is ~0.5 MiB; past these the tool is
 #: killed and its run fails (a tool that prints for ever would take all the memory).
 MAX_TOOL_STDOUT = MAX_ATTR_BYTES * 8
@@ -105,6 +107,18 @@ def open_regular(real: str, flags: int, label: str, mode: int = 0o644) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _check_regular(fd: int, label: str) -> None:
+    """Raise :class:`NotRegularError` (or ``OSError(EISDIR)``, what reading it says) unless ``fd``
+    is a regular file; a regular file is left blocking-mode as it was (``O_NONBLOCK`` does not apply
+    to it). :meth:`Host.read` asks only when a read left it in doubt: through FUSE every ``fstat``
+    after a ``direct_io`` read is a ``GETATTR`` request (the read marks the access time stale)."""
+    st_mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(st_mode):
+        if stat.S_ISDIR(st_mode):
+            raise OSError(errno_mod.EISDIR, os.strerror(errno_mod.EISDIR))
+        raise NotRegularError(label, file_kind(st_mode))
 
 
 class ToolError(Exception):
@@ -310,7 +324,14 @@ class Host:
 
     def read(self, host_path: str, *, limit: int = MAX_ATTR_BYTES) -> str:
         """Read a file as text (invalid UTF-8 replaced); raise :class:`HostIOError` with the errno
-        (:class:`EscapeError` outside the root, :class:`NotRegularError` for a FIFO and the like)."""
+        (:class:`EscapeError` outside the root, :class:`NotRegularError` for a FIFO and the like).
+
+        The file is opened ``O_NONBLOCK`` (a FIFO never blocks the open) and read at once: a
+        non-empty first read shorter than a page is a regular file's whole content (a FIFO without
+        a writer reads empty, with a writer and no data fails with ``EAGAIN``; a directory fails
+        with ``EISDIR``), so only an empty or failed read, or a page-long one that is read on, asks
+        ``fstat`` what the file is. A sysfs attribute costs ``open``, ``read``, ``close``: on a
+        FUSE-served node an ``fstat`` would be a request of its own (see :func:`_check_regular`)."""
         fd = -1
         if not self.is_live and host_path.startswith("/") and "\x00" not in host_path:
             # The usual case in one system call less: the directory resolved (cached) and inside the
@@ -321,7 +342,7 @@ class Host:
                 root = self._real_root
                 if parent == root or parent.startswith(root + os.sep):
                     try:
-                        fd = open_regular(parent + "/" + tail, os.O_RDONLY | _NOFOLLOW, host_path)
+                        fd = os.open(parent + "/" + tail, _READ_FLAGS | _NOFOLLOW)
                     except OSError as e:
                         if e.errno != errno_mod.ELOOP or not _NOFOLLOW:
                             raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
@@ -331,12 +352,18 @@ class Host:
             except ConfinementError as e:
                 raise EscapeError(host_path, self._escaped_to) from e
             try:
-                fd = open_regular(real, os.O_RDONLY, host_path)
+                fd = os.open(real, _READ_FLAGS)
             except OSError as e:
                 raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
         read = os.read
         try:
-            data = read(fd, min(_FIRST_READ, limit + 1))
+            try:
+                data = read(fd, min(_FIRST_READ, limit + 1))
+            except OSError:
+                _check_regular(fd, host_path)
+                raise
+            if not data or len(data) == _FIRST_READ:
+                _check_regular(fd, host_path)
             if len(data) == _FIRST_READ:  # a larger file: read on up to the limit
                 parts, size = [data], len(data)
                 while size <= limit:
@@ -346,6 +373,8 @@ class Host:
                     parts.append(chunk)
                     size += len(chunk)
                 data = b"".join(parts)
+        except HostIOError:
+            raise
         except OSError as e:
             raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
         finally:
@@ -432,24 +461,26 @@ class Host:
         """``read_attr(host_dir/leaf).value``, the file opened as ``rel`` relative to ``dfd``.
 
         Opened ``O_NONBLOCK`` (a FIFO never blocks the open) and ``O_NOFOLLOW`` (a symlink, ELOOP,
-        takes :meth:`read_attr`'s full check); a regular file is read as it is: ``O_NONBLOCK``
-        does not apply to regular files, so it is not cleared (an ``ioctl`` a file)."""
+        takes :meth:`read_attr`'s full check) and read at once, without an ``fstat``: a non-empty
+        read shorter than a page is a regular file's content (``O_NONBLOCK`` does not apply to
+        regular files); anything else (empty, failed, a page long) goes through
+        :meth:`read_attr`, which tells a FIFO, a directory or a large file apart."""
         if "/" in leaf or leaf in ("", ".", ".."):
             return self.read_attr(f"{host_dir}/{leaf}").value
         try:
             fd = os.open(rel, _LEAF_FLAGS, dir_fd=dfd)
         except OSError as e:
             return self.read_attr(f"{host_dir}/{leaf}").value if e.errno == errno_mod.ELOOP else None
-        data: bytes | None = None
         try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                data = os.read(fd, _FIRST_READ)
+            data = os.read(fd, _FIRST_READ)
         except OSError:
-            return None
+            data = b""  # a directory (EISDIR), a FIFO with a writer (EAGAIN), an error: the full path says
         finally:
             os.close(fd)
-        if data is None or len(data) >= _FIRST_READ:
-            return self.read_attr(f"{host_dir}/{leaf}").value  # not a plain attribute: the full path
+        if not data or len(data) >= _FIRST_READ:
+            # Empty (an empty file, or a FIFO without a writer), failed or a page long: not a plain
+            # attribute, or not one this read can tell apart: the full path (with its fstat) answers.
+            return self.read_attr(f"{host_dir}/{leaf}").value
         return data.decode("utf-8", errors="replace").strip()
 
     def read_int(self, host_path: str, *, base: int = 10, limit: int | None = None) -> int | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from joulectl.host import Host
 
 LEAVES = ["plain", "missing", "inside", "outside", "fifo", "subdir", "big", "empty"]
@@ -79,3 +81,31 @@ def test_read_dirs_reads_what_read_values_reads(tmp_path: Path) -> None:
             return super().read(host_path, limit=limit)
 
     assert Counting(str(root)).read_dirs(d, names, [*LEAVES, "secret"]) == got
+
+
+def test_a_plain_attribute_is_read_without_fstat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """open, read, close and nothing more: through FUSE an fstat after a direct_io read is a GETATTR
+    request of its own (the read marks the access time stale), a third of a discover's requests.
+    Only a read that leaves doubt (empty, failed, a page long) asks fstat what the file is."""
+    root = _tree(tmp_path)
+    d = "/sys/devices/system/cpu/cpufreq/policy0"
+    calls: list[int] = []
+    real_fstat = os.fstat
+
+    def counting(fd: int) -> os.stat_result:
+        calls.append(fd)
+        return real_fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", counting)
+    host = Host(str(root))
+    assert host.read(f"{d}/plain") == "powersave\n"
+    assert host.read_values(d, ["plain", "inside"]) == {"plain": "powersave", "inside": "800000"}
+    assert host.read_dirs("/sys/devices/system/cpu/cpufreq", ["policy0"], ["plain"]) == {
+        "policy0": {"plain": "powersave"}}
+    assert calls == []
+    # the doubtful ones still say what they are, each after one fstat
+    assert host.read_attr(f"{d}/fifo").reason == "not a regular file (a FIFO)"
+    assert host.read_attr(f"{d}/subdir").reason == "EISDIR"
+    assert host.read_attr(f"{d}/empty").value == ""
+    assert len(host.read(f"{d}/big")) == 5000
+    assert len(calls) == 4
