@@ -264,3 +264,20 @@ def test_missing_binding_is_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stderr.strip() == "joulectl: error: --fuse: needs the mfusepy package: pip install 'joulectl[fuse]'"
     assert not (tmp_path / "root").exists()  # nothing rendered
+
+
+def test_sigint_unmounts_and_removes_the_mount_point(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) ends the run as SIGTERM does: the tick finishes, the mount goes, exit 130."""
+    from joulectl.sim.fuse import mount
+    from tests.sim.fuse.conftest import SPEC, start
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.split("  - {name: flex")[0])
+    root = tmp_path / "root"
+    s = start(root, spec)
+    assert mount.mounted(str(root / "fuse"))
+    code, out, err = s.stop(signal.SIGINT)
+    assert code == 130, err
+    assert "interrupted  yes" in out
+    assert not mount.mounted(str(root / "fuse"))
+    assert not (root / "fuse").exists()
