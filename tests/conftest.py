@@ -58,12 +58,14 @@ def write_tree(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
 #: fsyncs dominate the suite (a 4-node render: 1.9 s on tmpfs, minutes on a busy disk). Tests run
 #: on /dev/shm when it is a tmpfs with room, unless JOULECTL_TEST_TMP names another directory.
 _MIN_TMPFS_FREE = 4 << 30
-_MIN_TMPFS_INODES = 1_500_000
+#: A whole run peaks at about 1.7 million files (2 December 2026): less free than this goes to disk,
+#: so that a run never starts beside a failed run's leftovers and runs out of inodes half-way.
+_MIN_TMPFS_INODES = 2_000_000
 
 
 def _another_run_on(shm: str) -> bool:
     """Whether a live pytest run of this user has its temporary directory on ``shm`` (its
-    numbered directory's ``.lock`` names a running process): two whole runs hold about 2.4 million
+    numbered directory's ``.lock`` names a running process): two whole runs hold about 3.4 million
     files at their peak (session-wide rendered trees), the 3 million inodes of a 24 GiB tmpfs."""
     import getpass
 
@@ -98,7 +100,7 @@ def _temp_root() -> str | None:
         st = os.statvfs(shm)
     except OSError:
         return None
-    # A whole run holds about 1.2 million files at its peak; two runs at once (or old ones left by
+    # A whole run holds about 1.7 million files at its peak; two runs at once (or old ones left by
     # killed runs) exhaust the tmpfs' inodes long before its bytes: the second run goes to disk.
     if (st.f_bavail * st.f_frsize < _MIN_TMPFS_FREE or st.f_favail < _MIN_TMPFS_INODES
             or not os.access(shm, os.W_OK | os.X_OK) or _another_run_on(shm)):
