@@ -337,3 +337,139 @@ def test_the_descriptor_budget_keeps_within_the_open_file_limit() -> None:
     budget = fd_budget()
     in_use = len(os.listdir("/proc/self/fd"))
     assert budget.size == 0 or budget.size + in_use + FD_RESERVE <= limit
+
+
+# -- written from a reading of sim/tick.py against its tests (issue 21, 5 December): behaviour no
+# test pinned with a value from outside the code; each test names the mutants it was seen failing on
+
+
+def _zones(node: Path) -> Path:
+    """build_node's two packages with a RAPL core (PP0) zone each and a psys zone (intel-rapl:2),
+    as intel_rapl_common.c names them (docs/hardware.md 3.3)."""
+    from tests.sim.test_tick import RAPL, _w
+
+    for s in range(2):
+        d = f"{RAPL}/intel-rapl:{s}/intel-rapl:{s}:1"
+        _w(node, f"{d}/name", "core\n", 0o444)
+        _w(node, f"{d}/energy_uj", "0\n", 0o444)
+        _w(node, f"{d}/max_energy_range_uj", "262143328850\n", 0o444)
+    _w(node, f"{RAPL}/intel-rapl:2/name", "psys\n", 0o444)
+    _w(node, f"{RAPL}/intel-rapl:2/energy_uj", "0\n", 0o444)
+    _w(node, f"{RAPL}/intel-rapl:2/max_energy_range_uj", "262143328850\n", 0o444)
+    return node
+
+
+def test_the_rapl_dram_and_psys_zones_draw_what_the_documented_model_says(tmp_path: Path) -> None:
+    # docs/simulate.md (Physics): "DRAM zones draw 3 + 12·u·(0.3+0.7·mem) W per package, ...
+    # psys the node plus 40 W". At u = 0.5 and mem = 0.5 a DRAM zone draws 3 + 6 × 0.65 = 6.9 W:
+    # one tick of 10 s is 69 J, 69,000,000 µJ in its energy_uj (powercap sysfs: microjoules). psys
+    # counts the node (the packages and DRAM zones of a node without GPUs; a core zone is part of
+    # its package) and 40 W more: 400 J over the 10 s.
+    # Mutants tick.py:1092 (each number and operator of the DRAM formula), :1119 (`+ 40.0` -> 41,
+    # either `+` -> `-`), :1160 (µJ for every component that is not an NVML GPU: `and` -> `or`).
+    from tests.sim.test_tick import RAPL
+
+    node = _zones(build_node(tmp_path))
+    rt = runtime(node, load=BaseLoad(cpu_util=0.5, gpu_util=0.0, memory_intensity=0.5))
+    tick(rt, 1, dt=10.0)
+
+    def uj(rel: str) -> int:
+        return int((node / RAPL / rel / "energy_uj").read_text())
+
+    assert uj("intel-rapl:0/intel-rapl:0:0") == 69_000_000
+    assert uj("intel-rapl:1/intel-rapl:1:0") == 69_000_000
+    node_uj = sum(uj(z) for z in ("intel-rapl:0", "intel-rapl:1", "intel-rapl:0/intel-rapl:0:0",
+                                  "intel-rapl:1/intel-rapl:1:0"))
+    assert node_uj > 2 * 69_000_000 + 2 * 10 * 60 * 1_000_000  # two packages over their 60 W idle
+    assert abs(uj("intel-rapl:2") - node_uj - 400_000_000) <= 4  # four roundings to the µJ
+
+
+def test_a_samples_energy_names_each_zone_by_its_hardware_type(tmp_path: Path) -> None:
+    # docs/simulate.md (Telemetry): hw.energy has one point per CPU package (hw.type=cpu), DRAM
+    # zone (memory), psys (host) and GPU (gpu); hw.host.energy is the node's. A core zone is part
+    # of its package and has no point of its own. In joules: 69 J for a DRAM zone at 6.9 W over
+    # 10 s (see above), psys 400 J over the node.
+    # Mutants tick.py:1161 (the hw.type of a DRAM zone, of a GPU), :1162 (`in` -> `not in`: psys
+    # and the node named cpu, every other zone host), :1164 (a core zone's point kept).
+    node = _zones(build_node(tmp_path, amd=True))
+    rt = runtime(node, MI250X, BaseLoad(cpu_util=0.5, gpu_util=0.0, memory_intensity=0.5))
+    rt.readback(T0 + 10)
+    energy = rt.step(T0 + 10, 10.0).energy_j
+    assert {k: v[0] for k, v in energy.items()} == {
+        "pkg0": "cpu", "pkg1": "cpu", "dram0": "memory", "dram1": "memory", "psys": "host", "host": "host",
+        "gpu0": "gpu", "gpu1": "gpu"}
+    assert energy["dram0"][1] == energy["dram1"][1] == 69.0
+    assert energy["psys"][1] == pytest.approx(energy["host"][1] + 400.0, abs=1e-5)
+    assert rt.ledger.energy["core0"] > 0  # counted, in its own energy_uj, but no point of its own
+
+
+def test_a_gpu_energy_counter_counts_microjoules(tmp_path: Path) -> None:
+    # i915's energy1_input is in µJ (sysfs-driver-intel-i915-hwmon, docs/hardware.md 2.1). The
+    # hand-built Intel GPU without a limit, fully busy, draws 281.1 W (30 W idle and 251.1 W
+    # dynamic: see test_a_hot_gpu_throttles_its_clock): 2,811 J over a tick of 10 s.
+    # Mutant tick.py:1160 (`and` -> `or`: millijoules for every GPU, as NVML counts).
+    node = build_node(tmp_path, intel_gpu=True)
+    (node / "sys/bus/pci/devices/0000:4d:00.0/hwmon/hwmon5/power1_max").write_text("0\n")  # no limit
+    rt = runtime(node, _Profile(gpus={"vendor": "intel"}))
+    tick(rt, 1, dt=10.0)
+    uj = int((node / "sys/bus/pci/devices/0000:4d:00.0/hwmon/hwmon5/energy1_input").read_text())
+    assert uj == pytest.approx(2_811_000_000, abs=10_000)  # the 281.1 W to the milliwatt
+
+
+def test_an_nvml_gpus_energy_counts_millijoules_of_the_power_it_drew(tmp_path: Path) -> None:
+    # NVML's nvmlDeviceGetTotalEnergyConsumption counts millijoules (docs/hardware.md, NVML; the
+    # fake nvidia-smi's energyMj in nvml.json): after each tick of 10 s each GPU's counter is the
+    # sum of its ticks' power x 10 s x 1000 (each rounded to the mJ), the same number in the
+    # ledger, and the sample's joules are that over 1000. A GPU's NVML temperature before any
+    # reading of its own is never needed: the tick models one for each.
+    # Mutants tick.py:1160:15 and :1181:19 (the mJ unit 1000 -> 1001, in a tick and in a read
+    # between ticks), :1304 (each number and operator of _nvml_commit's energy).
+    from joulectl.sim.clusterspec import parse_spec
+    from joulectl.sim.nvml_io import NvmlIO
+    from joulectl.sim.tools.state import read_nvml_state
+    from joulectl.sim.tree import render_nodes
+    from tests.sim.conftest import spec_doc
+
+    spec = parse_spec(spec_doc([{"name": "n", "profile": "nvidia-l40s-4gpu", "count": 1}]), "t")
+    render_nodes(spec.nodes, str(tmp_path))
+    node = tmp_path / "n-0"
+    rt = NodeRuntime(str(node), layout.model_for(str(node), "n-0", spec.nodes[0].profile),
+                     BaseLoad(gpu_util=0.5), nvml_io=NvmlIO())
+    drawn: dict[str, int] = {}
+    for k in (1, 2):
+        rt.readback(T0 + 10 * k)
+        sample = rt.step(T0 + 10 * k, 10.0)
+        for g, watts in sample.gpu_power_w.items():
+            drawn[g] = drawn.get(g, 0) + round(watts * 10 * 1000)
+        assert len(drawn) == 4 and all(mj > k * 10 * 1000 * 10 for mj in drawn.values())  # over 10 W each
+        gpus = read_nvml_state(str(node))["gpus"]
+        assert {f"gpu{i}": g["power"]["energyMj"] for i, g in enumerate(gpus)} == drawn
+        assert {g: rt.ledger.energy[g] for g in drawn} == drawn
+        assert {g: sample.energy_j[g] for g in drawn} == {g: ("gpu", mj / 1000) for g, mj in drawn.items()}
+    # a read between ticks (FUSE mode) accrues at the last power, in the same millijoules
+    rt.advance_energy(["gpu0"], 0.5)
+    assert rt.ledger.energy["gpu0"] == drawn["gpu0"] + round(rt.power_w["gpu0"] * 0.5 * 1000)
+
+
+def test_reads_between_ticks_accrue_each_span_once_at_the_last_power(tmp_path: Path) -> None:
+    # FUSE mode: an energy counter read between ticks moves at the power of the last step
+    # (docs/simulate.md); a read 0.25 s past the tick adds P x 0.25 s, a read at 0.75 s the next
+    # 0.5 s only, in µJ for a RAPL zone and for an i915 GPU (energy1_input, docs/hardware.md 2.1).
+    # Before the first tick there is no power yet: a read adds nothing, and the counter is 0.
+    # Mutants tick.py:1181 (`and` -> `or`: a GPU without NVML in mJ; 1e6 -> 1000001), :1182 (`+`
+    # -> `-`, `*` -> `/` both, `ahead_s - done` -> `+`; the defaults 0 -> 1 and 0.0 -> 1.0 of a
+    # component with no energy or power yet).
+    node = build_node(tmp_path, intel_gpu=True)
+    rt = runtime(node, _Profile(gpus={"vendor": "intel"}))
+    rt.advance_energy(["pkg0"], 0.5)
+    assert rt.ledger.energy["pkg0"] == 0
+    rt = runtime(node, _Profile(gpus={"vendor": "intel"}))
+    tick(rt, 1)
+    before = dict(rt.ledger.energy)
+    power = dict(rt.power_w)
+    assert power["pkg0"] > 60 and power["gpu0"] > 30  # over their idle
+    rt.advance_energy(["pkg0", "gpu0"], 0.25)
+    rt.advance_energy(["pkg0", "gpu0"], 0.75)
+    for comp in ("pkg0", "gpu0"):
+        quarter, half = round(power[comp] * 0.25 * 1e6), round(power[comp] * 0.5 * 1e6)
+        assert rt.ledger.energy[comp] == before[comp] + quarter + half
