@@ -25,7 +25,7 @@ import posix
 import sys
 import time
 
-from joulectl.sim.tools.state import TYPE_CHECKING, nvml_transaction, read_nvml_state
+from joulectl.sim.tools.state import TYPE_CHECKING, nvml_transaction, read_nvml_state, read_nvml_state_then
 
 # Started at every nvidia-smi call: no typing (and its re, collections, functools) at run time.
 if TYPE_CHECKING:
@@ -298,30 +298,33 @@ def _header(name: str, units: bool) -> str:
 
 
 def _query_gpu(state: dict[str, Any], gpus: list[dict[str, Any]], fields_text: str, fmt: str | None) -> int:
+    code, text = _query_gpu_text(state, gpus, fields_text, fmt)
+    _out(text)
+    return code
+
+
+def _query_gpu_text(state: dict[str, Any], gpus: list[dict[str, Any]], fields_text: str,
+                    fmt: str | None) -> tuple[int, str]:
+    """(exit code, what ``--query-gpu`` prints)."""
     if fmt is None:
-        _out("Option --format is required for --query-gpu. Please run 'nvidia-smi -h' for help.\n")
-        return INVALID
+        return INVALID, "Option --format is required for --query-gpu. Please run 'nvidia-smi -h' for help.\n"
     parts = [p.strip() for p in fmt.split(",")]
     if not parts or parts[0] != "csv" or any(p not in ("csv", "noheader", "nounits") for p in parts):
-        _out(f'"{fmt}" is not a valid format. Please run \'nvidia-smi -h\' for help.\n')
-        return INVALID
+        return INVALID, f'"{fmt}" is not a valid format. Please run \'nvidia-smi -h\' for help.\n'
     units = "nounits" not in parts
     names = [f.strip() for f in fields_text.split(",") if f.strip()]
     if not names:
-        _out("No query fields given. Please run 'nvidia-smi --help-query-gpu' for help.\n")
-        return INVALID
+        return INVALID, "No query fields given. Please run 'nvidia-smi --help-query-gpu' for help.\n"
     probe = gpus[0] if gpus else (state.get("gpus") or [{}])[0]
     for name in names:
         if probe and _field({**probe, "fieldSupport": {}}, state, name, units) is None:
-            _out(f'Field "{name}" is not a valid field to query.\n\n')
-            return INVALID
+            return INVALID, f'Field "{name}" is not a valid field to query.\n\n'
     lines = []
     if "noheader" not in parts:
         lines.append(", ".join(_header(n, units) for n in names))
     for g in gpus:
         lines.append(", ".join(str(_field(g, state, n, units)) for n in names))
-    _out("".join(line + "\n" for line in lines))
-    return OK
+    return OK, "".join(line + "\n" for line in lines)
 
 
 def _list(gpus: list[dict[str, Any]]) -> int:
@@ -647,7 +650,7 @@ def _set(root: str, opts: dict[str, str | bool], action: str, ids: str | bool | 
         _out("Terminating early due to previous errors.\n")
         return NOT_AVAILABLE
     code = OK
-    with nvml_transaction(root) as st:
+    with nvml_transaction(root, lambda written, st: _publish(root, written, st)) as st:
         by_bus = {g["busId"]: g for g in st.get("gpus") or []}
         for target in targets:
             g = by_bus[target["busId"]]
@@ -728,8 +731,46 @@ nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
 """
 
 
+def _answers(state: dict[str, Any]) -> dict[str, str] | None:
+    """What ``-q -x`` and the cap's readback query print for ``state`` by
+    :mod:`joulectl.sim.tools.nvfast` answer name (None: the query would not exit 0)."""
+    gpus = state.get("gpus") or []
+    code, rb = _query_gpu_text(state, gpus, "pci.bus_id,power.limit,enforced.power.limit", "csv,noheader,nounits")
+    if code != OK:
+        return None
+    return {"qx": _xml(state, gpus, set()), "rb": rb}
+
+
+def _publish(root: str, state: dict[str, Any], st: Any) -> dict[str, str] | None:
+    """The answers for ``state``, prepared for the shell too (the lock held; ``st``: the fstat of
+    the state file ``state`` was read from or written to). None on a state they cannot be made of
+    (the ordinary path then answers, or fails, as it would without them)."""
+    try:
+        answers = _answers(state)
+    except Exception:  # a hand-edited state the queries fail on: no answers, nothing prepared
+        return None
+    if answers is not None:
+        from joulectl.sim.tools.nvfast import publish
+
+        publish(root, answers, st)
+    return answers
+
+
 def run(root: str, args: list[str]) -> int:
     """Run ``nvidia-smi ARGS`` against the node tree at ``root``; returns the exit code."""
+    from joulectl.sim.tools.nvfast import form_of
+
+    form = form_of(args)
+    if form is not None:
+        # a query the shell answers when its prepared answer is valid: it was not, so answer it
+        # here and prepare the answers for the next call
+        try:
+            answers = read_nvml_state_then(root, lambda state, st: _publish(root, state, st))
+        except FileNotFoundError:
+            answers = None
+        if answers is not None:
+            _out(answers[form])
+            return OK
     try:
         opts = _parse(args)
     except Usage as e:

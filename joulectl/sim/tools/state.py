@@ -85,6 +85,14 @@ def _load(path: str) -> dict[str, Any]:
     return data
 
 
+def _load_stat(path: str) -> tuple[dict[str, Any], Any]:
+    """The file's content and the ``fstat`` of what was read (its inode and mtime)."""
+    with open(path, encoding="utf-8") as fh:
+        st = posix.fstat(fh.fileno())
+        data: dict[str, Any] = loads(fh.read())
+    return data, st
+
+
 def _path(node_dir: str, rel: str) -> str:
     directory = posix.fspath(node_dir)  # os.path.join's result for a relative ``rel``, without os
     return f"{directory.rstrip('/')}/{rel}" if directory else rel
@@ -121,14 +129,17 @@ def _read(node_dir: str) -> dict[str, Any]:
     return _load(_path(node_dir, NVML_STATE))
 
 
-def _write(node_dir: str, state: dict[str, Any]) -> None:
+def _write(node_dir: str, state: dict[str, Any]) -> Any:
+    """Replace the state file (temp file and rename); the ``fstat`` of the file written."""
     path = _path(node_dir, NVML_STATE)
     tmp = f"{path}.{posix.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(dumps(state))
         fh.flush()
         posix.fsync(fh.fileno())
+        st = posix.fstat(fh.fileno())
     posix.replace(tmp, path)
+    return st
 
 
 def read_nvml_state(node_dir: str) -> dict[str, Any]:
@@ -144,10 +155,11 @@ def write_nvml_state(node_dir: str, state: dict[str, Any]) -> None:
 
 
 class _Transaction:
-    def __init__(self, node_dir: str) -> None:
+    def __init__(self, node_dir: str, after: Any = None) -> None:
         self.dir = node_dir
         self.lock = _Locked(node_dir)
         self.state: dict[str, Any] = {}
+        self.after = after
 
     def __enter__(self) -> dict[str, Any]:
         self.lock.__enter__()
@@ -161,16 +173,27 @@ class _Transaction:
     def __exit__(self, exc_type: object, *exc: object) -> None:
         try:
             if exc_type is None:
-                _write(self.dir, self.state)
+                st = _write(self.dir, self.state)
+                if self.after is not None:
+                    self.after(self.state, st)
         finally:
             self.lock.__exit__()
 
 
-def nvml_transaction(node_dir: str) -> _Transaction:
+def nvml_transaction(node_dir: str, after: Any = None) -> _Transaction:
     """``with nvml_transaction(dir) as state:`` reads, lets the caller modify, and writes back the
-    NVIDIA state under one lock. The state is written only when the block exits without an exception.
+    NVIDIA state under one lock. The state is written only when the block exits without an exception;
+    then ``after(state, fstat of the file written)`` runs, the lock still held.
     """
-    return _Transaction(node_dir)
+    return _Transaction(node_dir, after)
+
+
+def read_nvml_state_then(node_dir: str, then: Any) -> Any:
+    """``then(state, fstat of what was read)``'s result, called with the lock held (raises
+    FileNotFoundError without NVIDIA GPUs, before calling ``then``)."""
+    with _locked(node_dir):
+        state, st = _load_stat(_path(node_dir, NVML_STATE))
+        return then(state, st)
 
 
 def load_manifest(node_dir: str) -> dict[str, Any]:

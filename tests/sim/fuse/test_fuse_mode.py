@@ -124,6 +124,29 @@ def test_nvidia_cap_through_the_fake_tool_and_the_tick_takes_the_tools_lock(serv
     assert {g["power"]["limitMw"] for g in state["gpus"]} == {500_000}  # nothing lost in between
 
 
+def test_nvidia_smi_through_the_mount_is_answered_by_python_every_time(served: Served) -> None:
+    """The fake nvidia-smi's shell fast path (joulectl/sim/tools/nvfast.py) never serves through
+    the mount: ``link`` is refused there, so no answer is prepared, and inode numbers are the
+    mount's own per path, so a hard link made in the tree is another file through it."""
+    node = served.node("h100-0")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    for _ in range(2):
+        r = subprocess.run([str(node / "bin/nvidia-smi"), "--query-gpu=pci.bus_id,power.limit,enforced.power.limit",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True, env=env, timeout=60,
+                           check=False)
+        assert r.returncode == 0 and "import time:" in r.stderr, r.stderr  # Python answered
+        assert len(r.stdout.splitlines()) == 8
+    answers = served.root / "h100-0/state/nvsmi-answers"
+    assert not answers.exists() or not any(n.endswith(".state") for n in os.listdir(answers))
+    tree_state = served.root / "h100-0/state"
+    os.link(tree_state / "node.json", tree_state / "node-link.json")
+    try:
+        assert os.path.samefile(tree_state / "node.json", tree_state / "node-link.json")
+        assert not os.path.samefile(node / "state/node.json", node / "state/node-link.json")
+    finally:
+        os.unlink(tree_state / "node-link.json")
+
+
 def test_read_only_attribute_is_eacces_even_for_root(served: Served) -> None:
     node = served.node("intel-0")
     assert _errno_of_write(node / POLICY0 / "cpuinfo_max_freq", b"9999999\n") == errno.EACCES

@@ -1,0 +1,183 @@
+"""Prepared answers of the fake ``nvidia-smi``: its read-only queries answered without Python.
+
+joulectl's NVIDIA backend asks an emulated node two read-only questions: ``-q -x`` (the inventory
+of discover and cap) and the cap's readback ``--query-gpu=pci.bus_id,power.limit,enforced.power.limit
+--format=csv,noheader,nounits``. Each Python start of the tool costs more CPU than joulectl's own
+work on such a node, so the rendered ``bin/nvidia-smi`` is a POSIX shell script first (and the same
+Python script as before after the shell part, which a Python interpreter reads as a string): for
+exactly those two argument lists it prints a prepared answer from ``state/nvsmi-answers/`` when the
+answer is valid, and ``exec``\\ s the Python tool in every other case.
+
+An answer ``<form>`` is valid while
+
+* ``<form>.state``, a hard link made from ``state/nvml.json`` by the writer, is still that file
+  (``[ nvml.json -ef <form>.state ]``): every writer of the state (this tool, the tick, the
+  renderer, ``write_nvml_state``) replaces the file by a rename, so a write is a new inode; the
+  link keeps the old inode alive, so its number cannot come back; and
+* ``nvml.json`` is not newer than the answer (``! [ nvml.json -nt <form> ]``): an edit in place
+  (same inode) changes the file's mtime. The writer backdates ``nvml.json``'s mtime by a
+  nanosecond and gives the answer that very mtime, so any later write, even in the same tick of
+  the kernel's coarse clock, makes the state newer than the answer.
+
+The answers are written by the Python tool under the state's lock, from the state it read (after
+checking the link is the inode it read): after a query of one of the two forms that it answered
+itself, and after a set command that wrote the state. The tick loop only invalidates them (its
+write is a rename). Where a hard link cannot be made (``simulate run --fuse`` refuses ``link``
+through the mount, and its inode numbers are per path there), nothing is written and every call
+is answered by Python. The ``-q -x`` answer is stored as printed; the shell prints it with the
+``<timestamp>`` line replaced by the current time (``LC_ALL=C date``, the format and the local time
+``time.strftime`` uses), so the answer is byte-identical to the Python tool's but for the time.
+
+Standard library only, ``posix`` rather than ``os`` (imported by the tool when it publishes).
+"""
+
+from __future__ import annotations
+
+import posix
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+#: Where the answers live, relative to the node root.
+ANSWERS = "state/nvsmi-answers"
+#: The argument lists served, by answer name (the exact argv[1:] of joulectl.backends.nvidia's
+#: QUERY_ARGV and READBACK_ARGV; a test holds them equal).
+FORMS: dict[str, tuple[str, ...]] = {
+    "qx": ("-q", "-x"),
+    "rb": ("--query-gpu=pci.bus_id,power.limit,enforced.power.limit", "--format=csv,noheader,nounits"),
+}
+#: The line of the ``-q -x`` answer the shell replaces with the current time.
+TIMESTAMP_PREFIX = "\t<timestamp>"
+_DATE_FORMAT = "%a %b %d %H:%M:%S %Y"  # nvsmi's time.strftime format
+
+
+def form_of(args: list[str]) -> str | None:
+    """The answer name of an argument list the shell serves, else None."""
+    for name, form in FORMS.items():
+        if tuple(args) == form:
+            return name
+    return None
+
+
+def _sig(st: Any) -> tuple[int, int, int, int]:
+    return (st.st_ino, st.st_dev, st.st_mtime_ns, st.st_size)
+
+
+def _unlink(path: str) -> None:
+    try:
+        posix.unlink(path)
+    except OSError:
+        pass
+
+
+def publish(root: str, answers: dict[str, str], read: Any) -> bool:
+    """Write ``answers`` ({name: text printed}) for the state whose ``fstat`` is ``read``; the
+    caller holds the state's lock. Never raises for the file system: returns whether they were
+    written (False: the state changed since it was read, a link cannot be made, an answer is not
+    ASCII, the ``-q -x`` text has no timestamp line)."""
+    for name, text in answers.items():
+        if not text.isascii() or (name == "qx" and f"\n{TIMESTAMP_PREFIX}" not in text):
+            return False
+    base = root.rstrip("/")
+    state = f"{base}/state/nvml.json"
+    folder = f"{base}/{ANSWERS}"
+    pid = posix.getpid()
+    anchor = f"{folder}/.{pid}.link.tmp"
+    made: list[str] = []
+    try:
+        for attempt in range(3):
+            try:
+                posix.link(state, anchor)
+                break
+            except FileExistsError:
+                _unlink(anchor)
+            except FileNotFoundError:
+                if attempt:
+                    return False
+                try:
+                    posix.mkdir(folder, 0o755)
+                except FileExistsError:
+                    pass
+        else:
+            return False
+        made.append(anchor)
+        now = posix.lstat(anchor)
+        if _sig(now) != _sig(read):
+            return False  # replaced or edited since it was read: these answers are not its
+        # Backdate the state by a nanosecond: any later write in place is then newer than the answers.
+        posix.utime(anchor, ns=(now.st_atime_ns, now.st_mtime_ns - 1))
+        mtime = posix.lstat(anchor).st_mtime_ns  # as the file system stored it
+        for name, text in answers.items():
+            tmp = f"{folder}/.{pid}.{name}.tmp"
+            fd = posix.open(tmp, posix.O_WRONLY | posix.O_CREAT | posix.O_TRUNC, 0o644)
+            made.append(tmp)
+            try:
+                data = text.encode("ascii")
+                while data:
+                    data = data[posix.write(fd, data):]
+            finally:
+                posix.close(fd)
+            posix.utime(tmp, ns=(mtime, mtime))
+            posix.rename(tmp, f"{folder}/{name}")
+            made.remove(tmp)
+        for name in answers:  # the links last: an answer is served only once its link names the state
+            tmp = f"{folder}/.{pid}.{name}.state.tmp"
+            _unlink(tmp)
+            posix.link(anchor, tmp)
+            made.append(tmp)
+            posix.rename(tmp, f"{folder}/{name}.state")
+            made.remove(tmp)
+        return True
+    except OSError:
+        return False
+    finally:
+        for path in made:
+            _unlink(path)
+
+
+def launcher(python: str, pkg_parent: str, date: str, cat: str) -> bytes:
+    """``bin/nvidia-smi``: the shell fast path, then the Python tool (run by ``python -S``)."""
+    qx, rb = FORMS["qx"], FORMS["rb"]
+    for text in (python, pkg_parent, date, cat, *qx, *rb):
+        if "'" in text or "\n" in text:
+            raise ValueError(f"cannot quote {text!r} in the tool script")
+    sh = (
+        "#!/bin/sh\n"
+        "\"true\" '''\\'\n"
+        "# fake nvidia-smi rendered by joulectl simulate: reads and writes this node's sys/ and state/.\n"
+        "# POSIX sh first: the read-only queries joulectl sends are printed from state/nvsmi-answers/\n"
+        "# while valid (joulectl/sim/tools/nvfast.py); everything else runs the Python tool below.\n"
+        "case $0 in\n"
+        "*/./*|*/../*|*//*|*/.|*/..) ;;\n"
+        "/*/*)\n"
+        "  s=${0%/*/*}/state/nvml.json a=${0%/*/*}/" + ANSWERS + " f=\n"
+        f"  if [ $# = 2 ] && [ \"$1\" = '{qx[0]}' ] && [ \"$2\" = '{qx[1]}' ]; then f=qx\n"
+        f"  elif [ $# = 2 ] && [ \"$1\" = '{rb[0]}' ] && [ \"$2\" = '{rb[1]}' ]; then f=rb; fi\n"
+        "  if [ -n \"$f\" ] && [ \"$s\" -ef \"$a/$f.state\" ] && ! [ \"$s\" -nt \"$a/$f\" ]; then\n"
+        "    if [ $f = rb ]; then\n"
+        f"      {{ exec '{cat}' <&3; }} 3<\"$a/rb\"\n"
+        "    else\n"
+        f"      t=$(LC_ALL=C exec '{date}' '+{_DATE_FORMAT}') && [ -n \"$t\" ] && {{\n"
+        "        while IFS= read -r l <&3; do\n"
+        "          case $l in\n"
+        f"          '{TIMESTAMP_PREFIX}'*) printf '%s%s</timestamp>\\n' '{TIMESTAMP_PREFIX}' \"$t\"\n"
+        f"            exec '{cat}' <&3;;\n"
+        "          esac\n"
+        "          printf '%s\\n' \"$l\"\n"
+        "        done\n"
+        "        exit 1\n"
+        f"      }} 3<\"$a/qx\"\n"
+        "    fi\n"
+        "  fi;;\n"
+        "esac\n"
+        f"exec '{python}' -S \"$0\" \"$@\"\n"
+        "'''\n"
+    )
+    py = (
+        "import sys\n"
+        f"sys.path.insert(0, {pkg_parent!r})\n"
+        "from joulectl.sim.tools.fakesmi import main\n"
+        "main('nvidia-smi', __file__)\n"
+    )
+    return (sh + py).encode()
