@@ -199,15 +199,16 @@ class _Write:
     value: int
 
 
-def _ordered(gt: Gt, lo: int, hi: int) -> list[_Write]:
+def _ordered(gt: Gt, lo: int | None, hi: int | None) -> list[_Write]:
     """The writes taking ``gt`` to ``lo..hi`` in an order that keeps min <= max at every step
-    (the maximum first unless it goes below the minimum in force)."""
+    (the maximum first unless it goes below the minimum in force). A bound without a target
+    (None: unreadable, and not one joulectl set) is not written; the other one is."""
     writes = []
-    if gt.min_mhz != lo:
+    if gt.min_mhz != lo and lo is not None:
         writes.append(_Write(gt, "min", gt.min_mhz, lo))
-    if gt.max_mhz != hi:
+    if gt.max_mhz != hi and hi is not None:
         writes.append(_Write(gt, "max", gt.max_mhz, hi))
-    if len(writes) == 2 and hi >= int(gt.min_mhz or 0):
+    if len(writes) == 2 and writes[1].value >= int(gt.min_mhz or 0):
         writes.reverse()
     return writes
 
@@ -333,8 +334,7 @@ class IntelGovernor(DeviceGovernor):
                     journal.restored(bus, key, command=GOVERNOR_COMMAND)
             lo, hi = want["min"], want["max"]
             targets.append(gt.describe(lo, hi))
-            if lo is not None and hi is not None:
-                writes += _ordered(gt, lo, hi)
+            writes += _ordered(gt, lo, hi)
         if not ours_any:
             return gpu_result(dev, Status.UNCHANGED, "nothing set by joulectl", preset=preset, before=before,
                               after=before)
@@ -344,13 +344,11 @@ class IntelGovernor(DeviceGovernor):
             msg = (f"{' and '.join(changed)} changed since joulectl set it: left alone" if changed
                    else "already in force")
             return gpu_result(dev, Status.UNCHANGED, msg, preset=preset, before=before, after=before)
-        result = self._run(journal, dev, preset or "auto", writes, dry_run, intents, before, ", ".join(targets),
+        result = self._run(journal, dev, preset, writes, dry_run, intents, before, ", ".join(targets),
                            "frequency limits set by joulectl restored")
         if dry_run or result.status not in OK_STATUSES:
             return result
         self._forget(journal, dev, gts)
-        if preset is None:
-            result.preset = None
         if changed:
             result.message += f"; {' and '.join(changed)} changed since joulectl set it: left alone"
         return result
