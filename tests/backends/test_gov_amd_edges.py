@@ -185,3 +185,65 @@ def test_an_undo_is_no_dry_run_unless_asked(tmp_path: Path) -> None:
     (row,) = backend.undo([_gpu()], journal)
     assert row.status is Status.APPLIED
     assert (tmp_path / LEVEL.lstrip("/")).read_text() == "auto"
+
+
+def test_a_plan_journals_ahead_only_what_it_will_write(tmp_path: Path) -> None:
+    # the write-ahead intents of a dry run (the plan): from auto, efficient writes the level and
+    # the mask (75 % of 2100 MHz is 1575 MHz: levels 0 1); already under manual with another mask,
+    # only the mask (kills gov_amd.py:232 `intents is not None` -> `is`, :233 `!=` -> `==`,
+    # unreached before: no test planned an AMD preset)
+    _tree(tmp_path)
+    backend = gov_amd.AmdGovernor(Host(str(tmp_path)))
+    (row,), intents = backend.plan([_gpu()], "efficient", Journal())
+    assert (row.status, row.message, row.after) == (
+        Status.PLANNED, f"would write manual to {LEVEL} and levels 0 1 to pp_dpm_sclk",
+        "manual (sclk levels 0 1 (500-1100 MHz), ceiling 1575 MHz)")
+    assert [(i.device, i.setting, i.before, i.value) for i in intents] == [
+        (BUS, "perfLevel", "auto", "manual"), (BUS, "sclkLevels", None, "0 1")]
+    _tree(tmp_path, level="manual")
+    journal = Journal()
+    journal.record(BUS, "perfLevel", "auto", "manual", vendor="amd", command="governor")
+    journal.record(BUS, "sclkLevels", None, "0", vendor="amd", command="governor")
+    (row,), intents = backend.plan([_gpu()], "efficient", journal)
+    assert (row.status, row.before) == (Status.PLANNED, "manual (sclk levels 0)")
+    assert [(i.setting, i.before, i.value) for i in intents] == [("sclkLevels", None, "0 1")]
+
+
+def test_show_tells_the_operators_level_from_one_changed_since_joulectl(tmp_path: Path) -> None:
+    # a level joulectl never set is the operator's; one joulectl set and the operator changed
+    # since names what joulectl had set (kills gov_amd.py:329 `and` -> `or`, :342 the dropped `not`)
+    _tree(tmp_path, level="high")
+    backend = gov_amd.AmdGovernor(Host(str(tmp_path)))
+    (row,) = backend.show([_gpu()], Journal())
+    assert (row.in_force, row.set_by, row.preset, row.message) == (
+        "high", "operator", None, "set by the operator, not by joulectl")
+    journal = Journal()
+    journal.record(BUS, "perfLevel", "auto", "profile_peak", vendor="amd", command="governor")
+    journal.record(BUS, "governorPreset", None, {"preset": "peak", "status": "applied"}, vendor="amd",
+                   command="governor")
+    (row,) = backend.show([_gpu()], journal)
+    assert (row.in_force, row.set_by, row.preset, row.status, row.message) == (
+        "high", "operator", None, None, "changed since joulectl set profile_peak")
+
+
+def test_show_checks_the_sclk_level_only_of_a_mask_left_unverified(tmp_path: Path) -> None:
+    # efficient applied and verified (level 0, 500 MHz, in use inside the mask 0 1): show has
+    # nothing to verify and says nothing more; a preset without a mask is never checked against
+    # one (kills gov_amd.py:332 `and` -> `or`)
+    _tree(tmp_path, level="manual")
+    journal = Journal()
+    journal.record(BUS, "perfLevel", "auto", "manual", vendor="amd", command="governor")
+    journal.record(BUS, "sclkLevels", None, "0 1", vendor="amd", command="governor")
+    journal.record(BUS, "governorPreset", None, {"preset": "efficient", "status": "applied"}, vendor="amd",
+                   command="governor")
+    backend = gov_amd.AmdGovernor(Host(str(tmp_path)))
+    (row,) = backend.show([_gpu()], journal)
+    assert (row.in_force, row.set_by, row.preset, row.status, row.message, row.clocks) == (
+        "manual (sclk levels 0 1)", "joulectl", "efficient", "applied", "", "sclk level 0 (500 MHz)")
+    journal = Journal()
+    journal.record(BUS, "perfLevel", "auto", "profile_peak", vendor="amd", command="governor")
+    journal.record(BUS, "governorPreset", None, {"preset": "peak", "status": "applied-unverified"}, vendor="amd",
+                   command="governor")
+    _tree(tmp_path, level="profile_peak")
+    (row,) = backend.show([_gpu()], journal)
+    assert (row.set_by, row.preset, row.status, row.message) == ("joulectl", "peak", "applied-unverified", "")
