@@ -473,3 +473,117 @@ def test_reads_between_ticks_accrue_each_span_once_at_the_last_power(tmp_path: P
     for comp in ("pkg0", "gpu0"):
         quarter, half = round(power[comp] * 0.25 * 1e6), round(power[comp] * 0.5 * 1e6)
         assert rt.ledger.energy[comp] == before[comp] + quarter + half
+
+
+def test_a_node_without_a_facility_of_its_own_runs_in_the_documented_default_one(tmp_path: Path) -> None:
+    # docs/simulate.md: ambient `ambientC + amplitudeC·sin(2πt/periodH)`, the ClusterSpec's facility
+    # 20 °C, 5 °C and 24 h by default; a GPU settles at ambient + P / 12 W/°C (τ 2.5 s: one tick
+    # of 10 s gets there). At t = 1,800,000,010 s, 20833.33345 days: 20 + 5 × sin(2π × 0.33345)
+    # = 24.328 °C; the board without a limit, fully busy, draws 481.1 W (as in
+    # test_a_board_of_a_tree_without_a_manifest_reads_its_power): 24.328 + 40.092 = 64.42 °C,
+    # which temp2_input reads in whole degrees as millidegrees (hwmon sysfs-interface: m°C).
+    # Mutants tick.py:1050 (the default ambient 20 -> 21 and amplitude 5 -> 6), :1051 (the
+    # period 24 h -> 25 h).
+    node = build_node(tmp_path, amd=True)
+    profile = _Profile(gpus={"vendor": "amd", "physics": {"idleW": 50, "maxW": 500}})
+    rt = runtime(node, profile, BaseLoad(cpu_util=1.0, gpu_util=1.0, memory_intensity=0.0))
+    tick(rt, 1, dt=10.0)
+    assert (node / AMD / "hwmon" / "hwmon3" / "temp2_input").read_text() == "64000\n"
+    assert rt.ledger.state["T.gpu0"] == pytest.approx(20 + 5 * 0.8656616 + 481.1 / 12, abs=1e-5)
+
+
+def test_a_samples_gpu_power_is_given_to_the_hundredth_of_a_watt(tmp_path: Path) -> None:
+    # as the CPU's (test_a_ticks_sample_gives_the_cpu_power_to_the_hundredth_of_a_watt): the
+    # Intel GPU half way into its 82-92 °C throttle band draws 30 + 251.1 × 0.825^1.35 =
+    # 223.66875 W (test_a_hot_gpu_throttles_its_clock), given as 223.67.
+    # Mutant tick.py:1154:81 (`round(gpu_total, 2)` -> 3: 223.669).
+    node = build_node(tmp_path, intel_gpu=True)
+    (node / "sys/bus/pci/devices/0000:4d:00.0/hwmon/hwmon5/power1_max").write_text("0\n")  # no limit
+    rt = runtime(node, _Profile(gpus={"vendor": "intel"}), BaseLoad(cpu_util=0.1))
+    rt.ledger.state["T.gpu0"] = 87.0
+    rt.readback(T0 + 1)
+    sample = rt.step(T0 + 1, 1.0)
+    assert sample.gpu_power_w["gpu0"] == pytest.approx(223.66875, abs=1e-5)
+    assert sample.gpu_w == 223.67
+
+
+def test_powersave_without_a_scaling_min_freq_runs_at_the_cpus_minimum(tmp_path: Path) -> None:
+    # cpufreq's powersave runs at the policy's minimum (Documentation/admin-guide/pm/cpufreq.rst,
+    # "powersave": "the lowest frequency within the borders of scaling_min_freq"), and a policy's
+    # minimum starts at cpuinfo_min_freq (cpufreq_policy_online: policy->min = cpuinfo.min_freq):
+    # a tree without scaling_min_freq (and without EPP, which would let HWP choose) runs at
+    # cpuinfo_min_freq, 800 MHz. Mutant tick.py:1203:82 (`fmin / fmax` -> `*`: the top clock).
+    node = build_node(tmp_path)
+    for i in range(4):
+        (node / POLICY.format(i) / "scaling_min_freq").unlink()
+        (node / POLICY.format(i) / "energy_performance_preference").unlink()
+    rt = runtime(node, load=BaseLoad(cpu_util=0.1, gpu_util=0.0, memory_intensity=0.0))
+    tick(rt, 1)
+    assert [(node / POLICY.format(i) / "scaling_cur_freq").read_text() for i in range(4)] == ["800000\n"] * 4
+
+
+def test_the_two_dies_of_an_mi250x_share_their_packages_cap_half_each(tmp_path: Path) -> None:
+    # docs/simulate.md (Physics): "MI250X dies share their package's cap half each": a 200 W
+    # power1_cap on the first package's primary die holds each of its two dies at 100 W (at full
+    # load a die draws 131.775 W uncapped, as the other packages' dies do).
+    # Mutants tick.py:1230 (the secondary die's cap taken from its own power1_cap, which reads 0),
+    # :1235:63 (`uw / 1e6 * cap_share` -> `/`: 400 W each).
+    from joulectl.sim.clusterspec import parse_spec
+    from joulectl.sim.tree import render_nodes
+    from tests.sim.conftest import spec_doc
+
+    spec = parse_spec(spec_doc([{"name": "n", "profile": "amd-instinct-mi250x-4gpu", "count": 1}]), "t")
+    render_nodes(spec.nodes, str(tmp_path))
+    node = tmp_path / "n-0"
+    [cap] = (node / "sys/devices/pci0000:c1/0000:c1:00.0").glob("hwmon/hwmon*/power1_cap")
+    cap.write_text("200000000\n")
+    rt = NodeRuntime(str(node), layout.model_for(str(node), "n-0", spec.nodes[0].profile), BaseLoad())
+    for k in (1, 2):
+        rt.readback(T0 + k)
+        sample = rt.step(T0 + k, 1.0)
+    assert not rt.events
+    assert sample.gpu_power_w["gpu0"] == sample.gpu_power_w["gpu1"] == pytest.approx(100.0)
+    assert [round(sample.gpu_power_w[f"gpu{i}"], 3) for i in range(2, 8)] == [131.775] * 6
+
+
+def test_an_idle_gpu_without_persistence_drops_its_clock_locks_and_a_1_percent_busy_one_keeps_them(
+        tmp_path: Path) -> None:
+    # persistence mode off: when no client holds the GPU the driver unloads and its settings go
+    # back to the defaults (docs/simulate.md: "an idle GPU drops its limit and clock locks to the
+    # defaults", a joulie.sim.cap.reset event). A limit at its default with a clock lock in force
+    # is reset too, the event naming the lock it dropped; a GPU 1 % busy (utilization.gpu counts
+    # whole percent: 1 is the least a busy GPU shows) is not idle. A node of 4 L40S at a load of
+    # 0.25 % has one GPU at 1 % and three idle.
+    # Mutants tick.py:1281:16 (`util < 0.01` -> `<=`), :1284:78 and :1284:149 (`or` -> `and`: a
+    # lock alone, graphics or memory, not reset).
+    from joulectl.sim.clusterspec import parse_spec
+    from joulectl.sim.nvml_io import NvmlIO
+    from joulectl.sim.tools.state import nvml_transaction, read_nvml_state
+    from joulectl.sim.tree import render_nodes
+    from tests.sim.conftest import spec_doc
+
+    pool = {"name": "n", "profile": "nvidia-l40s-4gpu", "count": 1,
+            "overrides": {"gpus": {"persistenceMode": "disabled"}}}
+    spec = parse_spec(spec_doc([pool]), "t")
+    render_nodes(spec.nodes, str(tmp_path))
+    node = tmp_path / "n-0"
+    lock = {"minMhz": 1500, "maxMhz": 1500}
+    with nvml_transaction(str(node)) as state:
+        gpus = state["gpus"]
+        default_mw = gpus[0]["power"]["defaultLimitMw"]
+        assert all(g["power"]["limitMw"] == default_mw for g in gpus)
+        gpus[0]["clocks"]["lockedGraphics"] = dict(lock)  # 1 % busy: kept
+        gpus[1]["clocks"]["lockedGraphics"] = dict(lock)  # idle: dropped
+        gpus[2]["clocks"]["lockedMemory"] = dict(lock)    # idle: dropped
+    rt = NodeRuntime(str(node), layout.model_for(str(node), "n-0", spec.nodes[0].profile),
+                     BaseLoad(gpu_util=0.0025), nvml_io=NvmlIO())
+    rt.readback(T0 + 1)
+    sample = rt.step(T0 + 1, 1.0)
+    assert [sample.readings[f"u.gpu{i}"] for i in range(4)] == [0.01, 0.0, 0.0, 0.0]
+    clocks = [g["clocks"] for g in read_nvml_state(str(node))["gpus"]]
+    assert [(c["lockedGraphics"], c["lockedMemory"]) for c in clocks] == [(lock, None), (None, None),
+                                                                          (None, None), (None, None)]
+    assert [(e.name, e.attributes["gpu"], e.attributes["from_mw"], e.attributes["to_mw"],
+             e.attributes["locked_graphics"], e.attributes["locked_memory"]) for e in rt.events] == [
+        ("joulie.sim.cap.reset", 1, default_mw, default_mw, lock, None),
+        ("joulie.sim.cap.reset", 2, default_mw, default_mw, None, lock)]
