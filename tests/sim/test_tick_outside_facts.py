@@ -587,3 +587,27 @@ def test_an_idle_gpu_without_persistence_drops_its_clock_locks_and_a_1_percent_b
              e.attributes["locked_graphics"], e.attributes["locked_memory"]) for e in rt.events] == [
         ("joulie.sim.cap.reset", 1, default_mw, default_mw, lock, None),
         ("joulie.sim.cap.reset", 2, default_mw, default_mw, None, lock)]
+
+
+def test_a_base_load_mapping_takes_the_documented_defaults_field_by_field() -> None:
+    # docs/simulate.md (ClusterSpec): baseLoad {cpuUtil: 1.0, gpuUtil: 1.0, memoryIntensity: 0.2,
+    # ioIntensity: 0, cpuClass: cpu.compute_bound, gpuClass: gpu.compute_bound}, "overridden by
+    # the pool field by field"; utilisations and intensities are fractions (0..1). A library
+    # caller's mapping (the ClusterSpec parser always passes every field) gets the same: a field
+    # left out or not a number is its default, a fraction out of range is clamped.
+    # Mutants tick.py:158-161 (each default of BaseLoad), :167 (`data or {}` -> `and`), :176-177
+    # (the intensities' defaults in from_mapping), :154 (`frozen=True` -> False). :174 and :175
+    # (the utilisations' default 1.0 -> 2.0) are equivalent: clamped to 1.0.
+    import dataclasses
+
+    documented = BaseLoad(1.0, 1.0, 0.2, 0.0, "cpu.compute_bound", "gpu.compute_bound")
+    assert BaseLoad() == documented
+    assert BaseLoad.from_mapping(None) == documented
+    assert BaseLoad.from_mapping({}) == documented
+    assert BaseLoad.from_mapping({"cpuUtil": 0.5, "ioIntensity": 0.25}) == dataclasses.replace(
+        documented, cpu_util=0.5, io_intensity=0.25)
+    assert BaseLoad.from_mapping({"gpuUtil": "x", "memoryIntensity": None}) == documented
+    assert BaseLoad.from_mapping({"cpuUtil": 1.5, "gpuUtil": -1, "memoryIntensity": 2, "ioIntensity": 3}) == \
+        BaseLoad(1.0, 0.0, 1.0, 1.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        documented.cpu_util = 0.5  # type: ignore[misc]
