@@ -611,3 +611,23 @@ def test_a_base_load_mapping_takes_the_documented_defaults_field_by_field() -> N
         BaseLoad(1.0, 0.0, 1.0, 1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         documented.cpu_util = 0.5  # type: ignore[misc]
+
+
+def test_a_cap_raised_from_under_a_watt_moves_first_order_like_any_other(tmp_path: Path) -> None:
+    # docs/simulate.md (Physics): caps move first order, step = min(1, dt/τ), τ 0.25 s for a CPU.
+    # A PL1 of 125,000 µW (one RAPL power unit: 0.125 W) raised to 200 W, one tick of 0.1 s
+    # later: 0.125 + (200 - 0.125) × 0.4 = 80.075 W in effect (the `cap.pkg0` reading).
+    # Mutant tick.py:1077:65 (`cap_prev >= 0` -> `>= 1`: a cap under 1 W taken for none, the
+    # new cap in effect at once).
+    from tests.sim.test_tick import RAPL
+
+    node = build_node(tmp_path)
+    limit = node / RAPL / "intel-rapl:0" / "constraint_0_power_limit_uw"
+    limit.write_text("125000\n")
+    rt = runtime(node)
+    tick(rt, 1)
+    assert not rt.events
+    assert rt.ledger.state["cap.pkg0"] == pytest.approx(0.125)
+    limit.write_text("200000000\n")
+    tick(rt, 11, dt=0.1)
+    assert rt.ledger.state["cap.pkg0"] == pytest.approx(80.075)
