@@ -631,3 +631,82 @@ def test_a_cap_raised_from_under_a_watt_moves_first_order_like_any_other(tmp_pat
     limit.write_text("200000000\n")
     tick(rt, 11, dt=0.1)
     assert rt.ledger.state["cap.pkg0"] == pytest.approx(80.075)
+
+
+def test_a_store_read_back_otherwise_counts_the_files_it_rewrote(tmp_path: Path) -> None:
+    # as test_the_writes_of_a_tick_are_the_files_it_rewrote, for a store the kernel takes and
+    # reads back otherwise: RAPL PL1 4,196,000,000 µW wraps at its 15 bits of 0.125 W units to
+    # 100 W (powercap's limitBits, test_rapl_limit_bits_wrap_and_normalised_readback), and the
+    # attribute is rewritten. Mutant tick.py:842 (that rewrite counted twice).
+    from tests.sim.test_tick import RAPL
+
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    tick(rt, 1)
+    limit = node / RAPL / "intel-rapl:0" / "constraint_0_power_limit_uw"
+    limit.write_text("4196000000\n")
+    before, w0 = _files(node), rt.writes
+    tick(rt, 2)
+    assert limit.read_text() == "100000000\n"
+    rewritten = _rewritten(before, _files(node))
+    assert RAPL + "/intel-rapl:0/constraint_0_power_limit_uw" in rewritten
+    assert rt.writes - w0 == len(rewritten)
+
+
+def test_a_watched_node_looks_at_the_marked_files_only_after_its_full_poll(tmp_path: Path) -> None:
+    # a node with an inotify watch reads back only the files its watch named (docs/simulate.md:
+    # one lstat per writable file is for a node without a watch, or once after a queue overflow,
+    # IN_Q_OVERFLOW in inotify(7)); a store inotify does not report (inotify(7): no events for
+    # changes made through mmap(2)) is seen at the next full poll, not at every tick.
+    # Mutants tick.py:867 (`full_poll = False` -> True: every tick a full poll after the first)
+    # and :225 (ReadbackMarks.polled default False -> True: a watched node polled).
+    from joulectl.sim.tick import ReadbackMarks
+
+    node = build_node(tmp_path)
+    marks = ReadbackMarks()
+    rt = NodeRuntime(str(node), layout.scan(str(node), node.name, _Profile()), BaseLoad(), marks=marks)
+    gov = node / POLICY.format(0) / "scaling_governor"
+    gov.write_text("performance\n")
+    marks.full_poll = True  # an overflow
+    tick(rt, 1)
+    assert rt.value("policy0", "cpufreq_governor") == "performance"
+    gov.write_text("powersave\n")  # not marked: as a store through mmap
+    tick(rt, 2)
+    assert rt.value("policy0", "cpufreq_governor") == "performance"
+    [pos] = [i for i, w in enumerate(rt.model.writables) if w.rel == POLICY.format(0) + "/scaling_governor"]
+    marks.dirty.add(pos)  # as the watch marks a file it saw written
+    tick(rt, 3)
+    assert rt.value("policy0", "cpufreq_governor") == "powersave"
+
+
+def test_cpufreq_boost_0_is_turbo_off_and_1_turbo_on(tmp_path: Path) -> None:
+    # the generic cpufreq boost attribute (acpi-cpufreq, amd-pstate): "1" allows frequencies above
+    # the base, "0" disables them (Documentation/admin-guide/pm/cpufreq.rst, "boost"): with 0
+    # scaling_max_freq stops at the 2.1 GHz base and comes back to 4 GHz with 1, as intel_pstate's
+    # no_turbo does the other way round. Mutant tick.py:916:85 (`text == "0"` -> `!=`: boost 1
+    # read as turbo off).
+    from tests.sim.test_tick_edges import BASE_KHZ, CPUFREQ, MAX_KHZ, NO_TURBO, _manifest_node, _start
+
+    node = _manifest_node(tmp_path)
+    boost = f"{CPUFREQ}/boost"
+    (node / NO_TURBO).rename(node / boost)
+    (node / boost).write_text("1\n")
+    path = node / "state" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    [entry] = [w for w in manifest["writable"] if w["kind"] == "no_turbo"]
+    entry.update(path=boost, kind="boost", rule={**entry["rule"], "default": "1"})
+    path.write_text(json.dumps(manifest))
+    maximum = node / CPUFREQ / "policy0" / "scaling_max_freq"
+    rt = _start(node)
+    rt.readback(T0 + 1)
+    rt.step(T0 + 1, 1.0)
+    assert maximum.read_text() == f"{MAX_KHZ}\n"
+    (node / boost).write_text("0\n")
+    rt.readback(T0 + 2)
+    rt.step(T0 + 2, 1.0)
+    assert maximum.read_text() == f"{BASE_KHZ}\n"
+    (node / boost).write_text("1\n")
+    rt.readback(T0 + 3)
+    rt.step(T0 + 3, 1.0)
+    assert maximum.read_text() == f"{MAX_KHZ}\n"
+    assert not rt.events
