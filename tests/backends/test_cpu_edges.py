@@ -171,3 +171,62 @@ def test_a_package_without_a_minimum_or_maximum_leaves_the_others(root: Path, tr
     _two_packages(root, trees, (None, 300_000_000), (125_000_000, None))
     r = cpu.discover(Host(str(root))).cap_range_per_socket
     assert (r.min_w, r.max_w, r.default_w) == (125, 300, 300)
+
+
+def test_a_zone_symlinked_out_of_the_root_is_a_row_never_read(tmp_path: Path, trees: ModuleType) -> None:
+    # /sys/class/powercap/intel-rapl:0 pointing outside the host root (EXDEV from Host): a package
+    # row naming why, nothing read from it; a subzone pointing outside is no row (only top-level
+    # zones are packages). (kills backends/cpu.py:205, four, and :208 `energy_readable=False` ->
+    # `True`: unreached before, no test of the backends put a powercap zone out of the root)
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    trees.rapl_zone(root, "intel-rapl:1", "package-1", [("long_term", 200_000_000, None, 250_000_000, 1_000_000)])
+    for zone, name in (("intel-rapl:0", "package-0"), ("intel-rapl:1:0", "dram")):
+        (outside / zone).mkdir(parents=True)
+        (outside / zone / "name").write_text(name + "\n")
+        (outside / zone / "energy_uj").write_text("5\n")
+        (root / "sys/class/powercap" / zone).symlink_to(outside / zone)
+    rows = [(z.zone_id, z.name, z.kind, z.socket, z.enabled, z.energy_readable, z.energy_uj, z.energy_reason,
+             len(z.constraints)) for z in cpu.read_zones(Host(str(root)))]
+    assert rows == [
+        ("intel-rapl:0", "intel-rapl:0", "package", None, None, False, None,
+         f"resolves outside the host root (to {outside}/intel-rapl:0/name)", 0),
+        ("intel-rapl:1", "package-1", "package", 1, True, True, 123456789, None, 1),
+    ]
+
+
+def test_off_is_a_core_zone_with_enabled_0_and_the_interface_is_the_control_type(tmp_path: Path,
+                                                                                 trees: ModuleType) -> None:
+    # a core zone reading enabled 0 with a limit of 0 is off; one reading enabled 1 holds its limit
+    # of 0 W (kills backends/cpu.py:232 `and` -> `or`). A zone's interface is its control type:
+    # msr for intel-rapl, mmio for intel-rapl-mmio, the type itself for any other (kills :248:82
+    # the default's `[0]` -> `[1]`)
+    trees.rapl_zone(tmp_path, "intel-rapl:0", "package-0", [("long_term", 200_000_000, None, 250_000_000, 1_000_000)])
+    trees.rapl_zone(tmp_path, "intel-rapl:0:0", "core", [("long_term", 0, None, None, 976)], enabled=0)
+    trees.rapl_zone(tmp_path, "intel-rapl:0:1", "core", [("long_term", 0, None, None, 976)], enabled=1)
+    trees.rapl_zone(tmp_path, "intel-rapl-mmio:0", "package-0", [("long_term", 150_000_000, None, None, 28000000)])
+    trees.rapl_zone(tmp_path, "acme-power:0", "package-0", [("long_term", 100_000_000, None, None, 28000000)])
+    zones = {z.zone_id: z for z in cpu.read_zones(Host(str(tmp_path)))}
+    assert [(z.constraints[0].limit_w, z.constraints[0].limit_reason) for z in
+            (zones["intel-rapl:0:0"], zones["intel-rapl:0:1"])] == [(None, "off (enabled 0)"), (0.0, None)]
+    assert {k: z.interface for k, z in zones.items() if z.kind == "package"} == {
+        "intel-rapl:0": "msr", "intel-rapl-mmio:0": "mmio", "acme-power:0": "acme-power"}
+
+
+def test_a_zone_is_read_for_at_most_32_constraints(tmp_path: Path, trees: ModuleType) -> None:
+    # RAPL zones show at most three constraints (long_term, short_term, peak_power: docs/hardware.md
+    # 3.3); joulectl stops at 32 whatever a tree holds: constraint_0 to constraint_31, never
+    # constraint_32 (kills backends/cpu.py:167 `range(32)` -> `range(33)`)
+    trees.rapl_zone(tmp_path, "intel-rapl:0", "package-0",
+                    [(f"c{i}", 1_000_000 * (i + 1), None, None, 1000) for i in range(33)])
+    (zone,) = cpu.read_zones(Host(str(tmp_path)))
+    assert [(c.index, c.name, c.limit_w) for c in zone.constraints] == [(i, f"c{i}", i + 1.0) for i in range(32)]
+
+
+def test_a_binding_zone_without_a_readable_pl1_gets_no_note() -> None:
+    # binding_notes takes zones from any caller: one marked binding whose PL1 reads nothing says
+    # nothing (kills backends/cpu.py:279 the second `or` -> `and`, which named "unknown")
+    a, b = _package("intel-rapl:0", "msr", None), _package("intel-rapl-mmio:0", "mmio", 15.0)
+    a.constraints = [PowercapConstraint(index=0, name="long_term", limit_w=None, min_w=None, max_w=None,
+                                        time_window_us=None, limit_path="/p")]
+    a.binds = True
+    assert cpu.binding_notes([a, b]) == []

@@ -74,6 +74,11 @@ def test_texts_off_the_kernel_layout_read_alike(text: str) -> None:
      ({"processor": "0", "physical id": "3", "core id": "1"}, 1, {"3"}, {("3", "1")})),
     ("processor\t: 0\x0cphysical id\t: 2\n\nprocessor\t: 1\x0cphysical id\t: 2\n",  # form feed, U+000C
      ({"processor": "0", "physical id": "2"}, 2, {"2"}, set())),
+    # every one of the seven odd line breaks at once (CR, VT, FF, FS, GS, RS, US): still read line by
+    # line (kills backends/cpu.py:101 `c in text` -> `not in`, which took the fast path for a text
+    # holding all seven)
+    ("processor\t: 0\rphysical id\t: 4\x0bcore id\t\t: 2\x0cflags\t: fpu\x1c\x1d\x1e\x1f\n",
+     ({"processor": "0", "physical id": "4", "core id": "2", "flags": "fpu"}, 1, {"4"}, {("4", "2")})),
 ])
 def test_odd_line_breaks_split_lines_written_out(text: str, expect: object) -> None:
     assert cpuinfo_summary(text) == expect
