@@ -11,7 +11,7 @@ import pytest
 
 from joulectl.backends import cpu
 from joulectl.host import Host
-from joulectl.models import PowercapConstraint, PowercapZone
+from joulectl.models import Control, PowercapConstraint, PowercapZone
 
 
 def _package(zone_id: str, interface: str, pl1_w: float | None) -> PowercapZone:
@@ -230,3 +230,97 @@ def test_a_binding_zone_without_a_readable_pl1_gets_no_note() -> None:
                                         time_window_us=None, limit_path="/p")]
     a.binds = True
     assert cpu.binding_notes([a, b]) == []
+
+
+def test_a_legacy_cpufreq_directory_is_named_after_the_cpu_owning_it(tmp_path: Path, trees: ModuleType) -> None:
+    # Kernels without policyN: CPUs sharing a policy show cpuN/cpufreq as a symlink to the owner's
+    # directory, and the owner need not be the lowest CPU (cpu0 offlined and back: policy->cpu moved
+    # to cpu1). The policy is cpu1's, at cpu1's real directory, listed once (kills backends/cpu.py:411
+    # `[-2]` -> `[-3]` and :413 `real == d` -> `!=`)
+    cpu_dir = tmp_path / "sys/devices/system/cpu"
+    for n in (1, 2):
+        trees.write_many(tmp_path, f"/sys/devices/system/cpu/cpu{n}/cpufreq", {
+            "scaling_driver": "acpi-cpufreq", "scaling_governor": "ondemand",
+            "scaling_available_governors": "ondemand performance", "affected_cpus": "0 1" if n == 1 else "2",
+            "cpuinfo_min_freq": 1_064_000, "cpuinfo_max_freq": 2_000_000})
+    (cpu_dir / "cpu0").mkdir()
+    (cpu_dir / "cpu0" / "cpufreq").symlink_to("../cpu1/cpufreq")
+    policies = cpu.read_policies(Host(str(tmp_path)))
+    assert [(p.name, p.path, p.cpus, p.layout) for p in policies] == [
+        ("cpu1", "/sys/devices/system/cpu/cpu1/cpufreq", [0, 1], "legacy"),
+        ("cpu2", "/sys/devices/system/cpu/cpu2/cpufreq", [2], "legacy")]
+
+
+def test_a_node_without_proc_cpuinfo_counts_no_socket(tmp_path: Path) -> None:
+    # no /proc/cpuinfo: no processor block, so no thread, core or socket, and the reason (kills
+    # backends/cpu.py:455 `1 if threads else 0` -> `else 1`); no powercap zone: no energy to read
+    # (kills :491 `Control(False, ...)` -> `True`)
+    inv = cpu.discover(Host(str(tmp_path)))
+    assert (inv.sockets, inv.cores, inv.threads, inv.vendor, inv.warnings) == (
+        0, 0, 0, None, ["/proc/cpuinfo unreadable (ENOENT)"])
+    assert inv.telemetry == Control(False, "no powercap (RAPL) zones to read energy from")
+
+
+def test_policies_listing_no_governor_give_no_governor_control(tmp_path: Path, trees: ModuleType) -> None:
+    # a cpufreq policy whose scaling_available_governors is empty (kills backends/cpu.py:495
+    # `Control(False, ...)` -> `True`, unreached before)
+    trees.cpufreq_policies(tmp_path, 2, driver="intel_cpufreq", governors="", governor="schedutil",
+                           min_khz=800_000, max_khz=3_800_000)
+    inv = cpu.discover(Host(str(tmp_path)))
+    assert (len(inv.policies), inv.governor_control) == (2, Control(False, "the cpufreq policies list no governors"))
+
+
+def test_cores_from_cpu_cores_times_sockets_without_core_ids(tmp_path: Path, trees: ModuleType) -> None:
+    # a cpuinfo with "cpu cores" (cores per package) and no "core id": 4 cores on each of 2
+    # packages are 8 cores (kills backends/cpu.py:459 `*` -> `/`, unreached before)
+    block = "processor\t: {n}\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU\nphysical id\t: {s}\n" \
+            "cpu cores\t: 4\nflags\t\t: fpu\n"
+    trees.write(tmp_path, "/proc/cpuinfo", "\n".join(block.format(n=n, s=n % 2) for n in range(2)))
+    inv = cpu.discover(Host(str(tmp_path)))
+    assert (inv.sockets, inv.cores, inv.threads) == (2, 8, 2)
+
+
+@pytest.mark.parametrize(("highest", "nominal_perf", "nominal", "note"), [
+    # amd-pstate without amd_pstate_nominal_freq: amd_pstate_max_freq x nominal_perf / highest_perf
+    (166, 166, 3700.0, "nominal clock 3700 MHz derived from amd_pstate_max_freq x acpi_cppc/nominal_perf / "
+                       "amd_pstate_highest_perf (no amd_pstate_nominal_freq)"),  # no boost: nominal = highest
+    (166, 200, None, "nominal clock unknown: no amd_pstate_nominal_freq and no amd-pstate perf levels to derive it "
+                     "from"),  # a nominal perf above the highest is no perf level: unknown
+])
+def test_the_amd_pstate_nominal_clock_derived_from_its_perf_levels(
+        tmp_path: Path, trees: ModuleType, highest: int, nominal_perf: int, nominal: float | None, note: str) -> None:
+    # (kills backends/cpu.py:580 the first `and` -> `or` and `nominal_perf <= highest` -> `<`)
+    trees.cpufreq_policies(tmp_path, 1, driver="amd-pstate-epp", governors="performance powersave",
+                           governor="powersave", min_khz=400_000, max_khz=3_700_000)
+    trees.write(tmp_path, "/sys/devices/system/cpu/cpufreq/policy0/amd_pstate_highest_perf", highest)
+    trees.write(tmp_path, "/sys/devices/system/cpu/cpufreq/policy0/amd_pstate_max_freq", 3_700_000)
+    trees.write(tmp_path, "/sys/devices/system/cpu/cpu0/acpi_cppc/nominal_perf", nominal_perf)
+    inv = cpu.discover(Host(str(tmp_path)))
+    assert (inv.nominal_mhz, [w for w in inv.warnings if w.startswith("nominal")]) == (nominal, [note])
+
+
+def test_the_nominal_clock_is_the_highest_base_frequency(tmp_path: Path, trees: ModuleType) -> None:
+    # a hybrid CPU's policies state two base clocks (P-cores 2.1 GHz, E-cores 1.6 GHz): the node's
+    # nominal clock is the P-cores' (kills backends/cpu.py:565 `max` -> `min`)
+    trees.cpufreq_policies(tmp_path, 2, driver="intel_pstate", governors="performance powersave",
+                           governor="powersave", min_khz=800_000, max_khz=4_900_000, base_khz=2_100_000)
+    trees.write(tmp_path, "/sys/devices/system/cpu/cpufreq/policy1/base_frequency", 1_600_000)
+    assert cpu.discover(Host(str(tmp_path))).nominal_mhz == 2100.0
+
+
+def test_zones_without_a_package_cannot_be_capped(tmp_path: Path, trees: ModuleType) -> None:
+    # a platform zone alone (psys, top level) has no package PL1 to cap (kills backends/cpu.py:601
+    # `Control(False, ...)` -> `True`, unreached before)
+    trees.rapl_zone(tmp_path, "intel-rapl:1", "psys", [("long_term", 0, None, None, 27983872)])
+    inv = cpu.discover(Host(str(tmp_path)))
+    assert ([z.kind for z in inv.zones], inv.control) == (["psys"], Control(False, "no package powercap zone"))
+
+
+def test_every_package_locked_by_firmware_cannot_be_capped(tmp_path: Path, trees: ModuleType) -> None:
+    # both packages' PL1 locked by firmware (enabled reads 0 when PL1 is locked: docs/hardware.md
+    # 3.3) (kills backends/cpu.py:606 `Control(False, ...)` -> `True`, unreached before)
+    for n in (0, 1):
+        trees.rapl_zone(tmp_path, f"intel-rapl:{n}", f"package-{n}",
+                        [("long_term", 250_000_000, None, 250_000_000, 999424)], enabled=0)
+    inv = cpu.discover(Host(str(tmp_path)))
+    assert inv.control == Control(False, "the long_term (PL1) limit locked by firmware on every package")
