@@ -710,3 +710,44 @@ def test_cpufreq_boost_0_is_turbo_off_and_1_turbo_on(tmp_path: Path) -> None:
     rt.step(T0 + 3, 1.0)
     assert maximum.read_text() == f"{MAX_KHZ}\n"
     assert not rt.events
+
+
+# -- written for the survivors of the seed-6407 sample (5 December), after it was reported
+
+
+def test_the_gt_maximum_bounds_a_busy_intel_gpus_clock_and_the_minimum_does_not(tmp_path: Path) -> None:
+    # xe's freq0/max_freq limits the GT frequency to at most its value, min_freq to at least its
+    # value (Documentation/ABI/testing/sysfs-driver-intel-xe-gt-freq; i915's gt_max/min_freq_mhz
+    # alike, docs/hardware.md 2.3): a busy GPU runs up to its maximum whatever its minimum. The
+    # Flex 170's RP0 is 2050 MHz: a maximum of 1025 MHz holds the clock at 0.5 of it, a minimum
+    # raised to 1025 MHz (maximum 2050) leaves it at 1, as the untouched GPUs (minimum 300 MHz).
+    # Mutant tick.py:1239:46 (`w.kind == "intel_gt_max" and rp0` -> `or`: every GT file with RP0
+    # in its rule, the minimum too, bounds the clock).
+    from joulectl.sim.clusterspec import parse_spec
+    from joulectl.sim.tree import render_nodes
+    from tests.sim.conftest import spec_doc
+
+    spec = parse_spec(spec_doc([{"name": "n", "profile": "intel-flex-170-4gpu", "count": 1}]), "t")
+    render_nodes(spec.nodes, str(tmp_path))
+    node = tmp_path / "n-0"
+    (node / "sys/bus/pci/devices/0000:4d:00.0/drm/card0/gt/gt0/rps_max_freq_mhz").write_text("1025\n")
+    (node / "sys/bus/pci/devices/0000:50:00.0/drm/card1/gt/gt0/rps_min_freq_mhz").write_text("1025\n")
+    rt = NodeRuntime(str(node), layout.model_for(str(node), "n-0", spec.nodes[0].profile), BaseLoad())
+    rt.readback(T0 + 1)
+    sample = rt.step(T0 + 1, 1.0)
+    assert not rt.events
+    assert [sample.readings[f"c.gpu{i}"] for i in range(4)] == [0.5, 1.0, 1.0, 1.0]
+
+
+def test_a_power_counter_of_a_component_the_node_does_not_model_reads_0_w(tmp_path: Path) -> None:
+    # a manifest may list a power file of a component the emulator has no model for (here
+    # "board0"): nothing draws there, so it reads 0 µW (hwmon power*_average in µW), not the 1 W
+    # of a made-up default. Mutant tick.py:1331:89 (`comp_power.get(comp, 0.0)` -> 1.0).
+    from tests.sim.test_tick_edges import _manifest_node, _start
+
+    rel = "sys/class/hwmon/hwmon9/power1_average"
+    node = _manifest_node(tmp_path, extra_counters=({"path": rel, "kind": "power_uw", "component": "board0"},))
+    rt = _start(node)
+    rt.readback(T0 + 1)
+    rt.step(T0 + 1, 1.0)
+    assert (node / rel).read_text() == "0\n"
