@@ -501,7 +501,7 @@ def _errno_type(err: int) -> str:
     return errno_mod.errorcode.get(err, str(err)).lower()
 
 
-def _uint(text: str, default: int = 0) -> int:
+def _uint(text: str, default: int) -> int:
     m = _UINT.match(text)
     return int(m.group(1)) if m else default
 
