@@ -16,6 +16,9 @@ Method (issue 4, SPEC §9; issue 20: within 1.5x of ``--version`` on every GPU p
   (``--query-gpu=pci.bus_id,power.limit,enforced.power.limit``), interleaved with a bare
   ``python -S -c pass`` (the interpreter's floor, as the tool script starts), twice ``--repeat``
   times each; reported: wall and CPU medians and the CPU the tool adds over the floor, per call.
+  Since 5 December the script's POSIX sh part answers that query from a prepared answer while
+  it is valid (it is on this static node once the cap runs have made it): the figure is the
+  shell's, below the floor (joulectl/sim/tools/nvfast.py).
 
 - ``--baseline CHECKOUT`` (another version's checkout, e.g. ``/work/main``): that version's
   ``--version`` and cap run too, on nodes it renders itself (its own fake tools), with its modules
