@@ -262,3 +262,33 @@ def test_architecture_names_come_from_pynvml_and_unknown_is_none(mocker: MockerF
         assert nv.architecture_name(pynvml.NVML_DEVICE_ARCH_AMPERE) == "ampere"
         assert nv.architecture_name(pynvml.NVML_DEVICE_ARCH_UNKNOWN) is None
         assert nv.architecture_name(12345) is None
+
+
+def test_nvml_is_the_live_hosts_transport_unless_smi_is_forced(tmp_path: Path, mocker: MockerFixture,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # the root "/" (nothing is read there: NVML is mocked, and PATH holds no nvidia-smi) takes NVML
+    # first; JOULECTL_NVIDIA_TRANSPORT=smi holds there (kills backends/nvidia.py:136 `forced is None`
+    # -> `is not None`); an emulated root takes nvidia-smi, never NVML (kills :136 the second `and`
+    # -> `or`)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    mocks = install(mocker, [Board("00000000:18:00.0")])
+    assert [g.bus_id for g in nvidia.discover(Host("/", env={}))] == ["0000:18:00.0"]
+    assert mocks["init"].call_count == 1
+    with pytest.raises(BackendUnavailable) as e:
+        nvidia.discover(Host("/", env={"JOULECTL_NVIDIA_TRANSPORT": "smi"}))
+    assert str(e.value) == "nvidia-smi not found in PATH"
+    with pytest.raises(BackendUnavailable) as e:
+        nvidia.discover(Host(str(tmp_path), env={}))
+    assert str(e.value) == f"nvidia-smi not found in {tmp_path}/bin"
+    assert mocks["init"].call_count == 1
+
+
+def test_mig_mode_is_the_current_one_and_the_architecture_nvmls(root: Path, mocker: MockerFixture) -> None:
+    # nvmlDeviceGetMigMode gives (current, pending): a GPU with MIG on and a pending switch off is
+    # enabled until the reset (kills backends/nvidia.py:195 `mig_modes[0]` -> `[1]`); the
+    # architecture is NVML's even for a board no catalog knows (kills :197 `is not None` -> `is`)
+    mocks = install(mocker, [Board("00000000:18:00.0", name="NVIDIA Unlisted Board",
+                                   arch=pynvml.NVML_DEVICE_ARCH_HOPPER)])
+    mocks["mig"].side_effect = lambda h: [pynvml.NVML_DEVICE_MIG_ENABLE, pynvml.NVML_DEVICE_MIG_DISABLE]
+    (g,) = nvidia.discover(Host(str(root), env=NVML_ENV))
+    assert (g.raw_model, g.mig, g.architecture) == ("NVIDIA Unlisted Board", "enabled", "hopper")
