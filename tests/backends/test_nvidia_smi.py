@@ -478,3 +478,13 @@ def test_the_message_table_is_frozen_and_hashable() -> None:
         row.key = "changed"  # type: ignore[misc]
     assert row.key == "power-limit-set"
     assert len(set(ROWS)) == len(ROWS)
+
+
+def test_the_readback_takes_only_lines_of_a_bus_id_and_a_limit(root: Path, trees: ModuleType) -> None:
+    # --query-gpu=pci.bus_id,power.limit,enforced.power.limit --format=csv,noheader,nounits prints
+    # "<bus id>, <W>, <W>" per GPU; a line cut to the bus id, or a warning holding commas, is no
+    # reading (kills backends/nvidia.py:532 `or` -> `and`)
+    trees.smi_script(root, 'printf "00000000:18:00.0, 400.00, 400.00\\n00000000:2A:00.0\\n'
+                           'WARNING: infoROM is corrupted at gpu 0000:2A:00.0, power readings may be off\\n"\n')
+    values, problem = nvidia._smi_readback(Host(str(root)))
+    assert (values, problem) == ({"0000:18:00.0": (400.0, 400.0)}, None)

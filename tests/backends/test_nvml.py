@@ -292,3 +292,20 @@ def test_mig_mode_is_the_current_one_and_the_architecture_nvmls(root: Path, mock
     mocks["mig"].side_effect = lambda h: [pynvml.NVML_DEVICE_MIG_ENABLE, pynvml.NVML_DEVICE_MIG_DISABLE]
     (g,) = nvidia.discover(Host(str(root), env=NVML_ENV))
     assert (g.raw_model, g.mig, g.architecture) == ("NVIDIA Unlisted Board", "enabled", "hopper")
+
+
+def test_a_cap_takes_the_transport_discover_takes(tmp_path: Path, mocker: MockerFixture,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # as discover: NVML on the live host (mocked; PATH holds no nvidia-smi), nvidia-smi when forced
+    # there or on an emulated root (kills backends/nvidia.py:394 `forced is None` -> `is not None`
+    # and the second `and` -> `or`)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    mocks = install(mocker, [Board("00000000:18:00.0")])
+    (gpu,) = nvidia.discover(Host("/", env={}))
+    (out,) = nvidia.set_caps(Host("/", env={}), [(gpu, 420.0)])
+    assert (out.status, mocks["set"].call_args_list) == (Status.APPLIED, [mocker.call("h0", 420_000)])
+    (out,) = nvidia.set_caps(Host("/", env={"JOULECTL_NVIDIA_TRANSPORT": "smi"}), [(gpu, 400.0)])
+    assert (out.status, out.message) == (Status.ERROR, "nvidia-smi -pl: nvidia-smi not found in PATH")
+    (out,) = nvidia.set_caps(Host(str(tmp_path), env={}), [(gpu, 400.0)])
+    assert (out.status, out.message) == (Status.ERROR, f"nvidia-smi -pl: nvidia-smi not found in {tmp_path}/bin")
+    assert mocks["set"].call_count == 1
