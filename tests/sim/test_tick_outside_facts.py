@@ -751,3 +751,21 @@ def test_a_power_counter_of_a_component_the_node_does_not_model_reads_0_w(tmp_pa
     rt.readback(T0 + 1)
     rt.step(T0 + 1, 1.0)
     assert (node / rel).read_text() == "0\n"
+
+
+def test_a_minimum_pulled_down_by_a_lowered_maximum_counts_the_files_it_rewrote(tmp_path: Path) -> None:
+    # as test_the_writes_of_a_tick_are_the_files_it_rewrote: a maximum lowered under the minimum
+    # pulls the minimum down to it (cpufreq_verify_within_limits, docs/hardware.md 4.1), a file the
+    # tick rewrites; NodeRuntime.writes counts the files a tick rewrote, the disk is the oracle.
+    # Mutant tick.py:997 (that rewrite counted twice).
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    (node / POLICY.format(0) / "scaling_min_freq").write_text("3000000\n")
+    tick(rt, 1)
+    (node / POLICY.format(0) / "scaling_max_freq").write_text("2000000\n")
+    before, w0 = _files(node), rt.writes
+    tick(rt, 2)
+    assert (node / POLICY.format(0) / "scaling_min_freq").read_text() == "2000000\n"
+    rewritten = _rewritten(before, _files(node))
+    assert POLICY.format(0) + "/scaling_min_freq" in rewritten
+    assert rt.writes - w0 == len(rewritten)
