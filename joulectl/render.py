@@ -292,7 +292,9 @@ def csv_text(columns: Sequence[Column], rows: Sequence[Any], *, header: bool = T
 class View:
     """What a reporting command prints, described once for every format.
 
-    ``data`` is the ``-o json|yaml`` document (and what jsonpath and custom-columns read);
+    ``data`` is the ``-o json|yaml`` document (and what jsonpath and custom-columns read), or a
+    function of no arguments that builds it, called once by the first format that needs it (a
+    table of a large report need not build a document it does not print: see :meth:`document`);
     ``table(wide)`` the table text; ``csv`` the (columns, rows) of ``-o csv``; ``names`` the
     ``kind/name`` lines of ``-o name`` (default: each object's ``kind`` and ``metadata.name``).
     A format a command has no description for is exit 2 naming it.
@@ -304,6 +306,13 @@ class View:
     names: Callable[[], list[str]] | None = None
     #: the objects custom-columns makes rows of (default: :func:`objects` of ``data``)
     items: Callable[[], list[Any]] | None = None
+
+    def document(self) -> Any:
+        """``data``, built the first time it is asked for when it is a function (a document,
+        a dict or a list, is never callable)."""
+        if callable(self.data):
+            self.data = self.data()
+        return self.data
 
 
 def _tree(data: Any) -> Any:
@@ -343,20 +352,20 @@ def render(out: View, fmt: str) -> str:
     f = fmt if isinstance(fmt, OutputFormat) else OutputFormat(str(fmt))
     kind = f.kind
     if kind in ("json", "yaml"):
-        return dumps(out.data, kind)
+        return dumps(out.document(), kind)
     if kind == "name":
-        return "".join(n + "\n" for n in (out.names or (lambda: default_names(out.data)))())
+        return "".join(n + "\n" for n in (out.names or (lambda: default_names(out.document())))())
     if kind == "jsonpath":
         from joulectl.cli import jsonpath
 
-        return jsonpath.execute(f.arg, _tree(out.data))
+        return jsonpath.execute(f.arg, _tree(out.document()))
     if kind == "custom-columns":
         from joulectl.cli import jsonpath
 
         cols = custom_columns(f.arg)
         rows = [[",".join(jsonpath.text(v) for v in jsonpath.evaluate(e, obj) if v is not None) or "<none>"
                  for _, e in cols]
-                for obj in (out.items() if out.items is not None else objects(out.data))]
+                for obj in (out.items() if out.items is not None else objects(out.document()))]
         previous, _headers = _headers, f.headers
         try:
             return table([h for h, _ in cols], rows)
@@ -369,7 +378,7 @@ def render(out: View, fmt: str) -> str:
         return csv_text(csv_columns, csv_rows, header=f.headers, units=f.units)
     if kind in ("table", "wide"):
         if out.table is None:
-            return to_json(out.data)
+            return to_json(out.document())
         previous, _headers = _headers, f.headers
         try:
             return out.table(kind == "wide")

@@ -147,7 +147,9 @@ def _view(report: CheckReport) -> Any:
         Column(None, lambda v: sum(1 for n in v.nodes if n.fits), "nodes.fitting"),
         Column(None, lambda v: len(v.nodes), "nodes.checked"),
     ]
-    return View(report.document, table=lambda wide: _table(report, wide), csv=lambda: (cols, report.verdicts),
+    # the document only for the formats that print it: a table of 10,000 pods x 10,000 nodes would
+    # otherwise build 100 million node entries it never shows
+    return View(lambda: report.document, table=lambda wide: _table(report, wide), csv=lambda: (cols, report.verdicts),
                 names=lambda: [kind_name(v.demand.pod.kind, _API_VERSIONS.get(v.demand.pod.kind, "v1"), v.demand.name)
                                for v in report.verdicts],
                 items=lambda: list(report.document["pods"]))
