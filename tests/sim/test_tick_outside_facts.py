@@ -769,3 +769,38 @@ def test_a_minimum_pulled_down_by_a_lowered_maximum_counts_the_files_it_rewrote(
     rewritten = _rewritten(before, _files(node))
     assert POLICY.format(0) + "/scaling_min_freq" in rewritten
     assert rt.writes - w0 == len(rewritten)
+
+
+# -- written for the two survivors of lines 917-999 left open (5 December, helper mutt2)
+
+
+@pytest.mark.parametrize("drop", ["baseKhz", "maxKhz"])
+def test_a_turbo_rule_with_one_of_its_two_clocks_leaves_cpuinfo_max_freq_a_frequency(tmp_path: Path,
+                                                                                      drop: str) -> None:
+    # cpuinfo_max_freq is a frequency in kHz (Documentation/admin-guide/pm/cpufreq.rst, "Policy
+    # Interface in sysfs"; docs/hardware.md): whatever no_turbo is switched to, it reads digits. A
+    # hand-written manifest whose no_turbo rule knows only one of the two clocks (the base or the
+    # turbo maximum): turning turbo off then on again, both files read digits, and with turbo on
+    # again the 4.0 GHz turbo maximum they were rendered with. Mutant tick.py:929:24 (`not base_khz or not
+    # rule.max_khz` -> `and`: the missing clock is shown, "None", or compared, a TypeError).
+    from tests.sim.test_tick_edges import CPUFREQ, MAX_KHZ, NO_TURBO, _manifest_node, _start
+
+    node = _manifest_node(tmp_path)
+    info = node / CPUFREQ / "policy0" / "cpuinfo_max_freq"
+    info.write_text(f"{MAX_KHZ}\n")
+    path = node / "state" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    [entry] = [w for w in manifest["writable"] if w["kind"] == "no_turbo"]
+    del entry["rule"][drop]
+    path.write_text(json.dumps(manifest))
+    maximum = node / CPUFREQ / "policy0" / "scaling_max_freq"
+    rt = _start(node)
+    for t, text in ((1, "1\n"), (2, "0\n")):
+        (node / NO_TURBO).write_text(text)
+        rt.readback(T0 + t)
+        rt.step(T0 + t, 1.0)
+        assert info.read_text().strip().isdigit()
+        assert maximum.read_text().strip().isdigit()
+    # turbo on again: the turbo maximum the tree was rendered with
+    assert info.read_text() == "4000000\n"
+    assert maximum.read_text() == "4000000\n"
