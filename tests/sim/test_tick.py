@@ -447,6 +447,7 @@ def test_a_start_on_a_tree_the_kernel_keeps_writes_nothing(tmp_path: Path) -> No
     ("s", 0, "x"),          # a signature part that is no integer
     ("s", 1, 1.5),
     ("h", None, [[0, 10_000]]),  # a link group past the writables
+    ("e", None, {"policy0": 5}),  # a saved EPP that is no text (tick.py:738:43, `and` -> `or`)
 ])
 def test_a_start_up_cache_with_a_wrong_type_is_not_used(tmp_path: Path, field: str, index: int | None,
                                                         bad: object) -> None:
