@@ -96,11 +96,7 @@ def open_regular(real: str, flags: int, label: str, mode: int = 0o644) -> int:
                 raise NotRegularError(label, file_kind(st_mode)) from None
         raise
     try:
-        st_mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(st_mode):
-            if stat.S_ISDIR(st_mode):  # what reading it would say
-                raise OSError(errno_mod.EISDIR, os.strerror(errno_mod.EISDIR), real)
-            raise NotRegularError(label, file_kind(st_mode))
+        _check_regular(fd, label, real)
         if flags & (os.O_WRONLY | os.O_RDWR) == 0:
             os.set_blocking(fd, True)
     except BaseException:
@@ -109,15 +105,15 @@ def open_regular(real: str, flags: int, label: str, mode: int = 0o644) -> int:
     return fd
 
 
-def _check_regular(fd: int, label: str) -> None:
-    """Raise :class:`NotRegularError` (or ``OSError(EISDIR)``, what reading it says) unless ``fd``
-    is a regular file; a regular file is left blocking-mode as it was (``O_NONBLOCK`` does not apply
-    to it). :meth:`Host.read` asks only when a read left it in doubt: through FUSE every ``fstat``
-    after a ``direct_io`` read is a ``GETATTR`` request (the read marks the access time stale)."""
+def _check_regular(fd: int, label: str, path: str | None = None) -> None:
+    """Raise :class:`NotRegularError` (or ``OSError(EISDIR)`` naming ``path``, what reading it
+    says) unless ``fd`` is a regular file. :meth:`Host.read` asks only when a read left it in
+    doubt: through FUSE every ``fstat`` after a ``direct_io`` read is a ``GETATTR`` request (the
+    read marks the access time stale)."""
     st_mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(st_mode):
         if stat.S_ISDIR(st_mode):
-            raise OSError(errno_mod.EISDIR, os.strerror(errno_mod.EISDIR))
+            raise OSError(errno_mod.EISDIR, os.strerror(errno_mod.EISDIR), path)
         raise NotRegularError(label, file_kind(st_mode))
 
 
@@ -373,8 +369,6 @@ class Host:
                     parts.append(chunk)
                     size += len(chunk)
                 data = b"".join(parts)
-        except HostIOError:
-            raise
         except OSError as e:
             raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
         finally:

@@ -80,9 +80,7 @@ def dumps(value: Any) -> str:
 
 
 def _load(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        data: dict[str, Any] = loads(fh.read())
-    return data
+    return _load_stat(path)[0]
 
 
 def _load_stat(path: str) -> tuple[dict[str, Any], Any]:
