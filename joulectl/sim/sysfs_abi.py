@@ -1,4 +1,4 @@
-"""The parts of the sysfs ABI real tools read, for the node renderer (:mod:`joulectl.sim.tree`).
+"""The parts of the sysfs ABI real tools read, for the node layout (:mod:`joulectl.sim.template`).
 
 ``lspci`` reads each PCI function's ``config`` (the 64-byte type-0 header), ``irq``, ``resource``,
 ``numa_node`` and the ``driver`` link; ``lscpu`` reads ``cpuN/topology/`` and ``node/nodeN/``;
@@ -6,7 +6,7 @@
 kernel's (sources per function); what a real machine would show that a profile does not say (BAR
 addresses, IRQ numbers) is an assumption, named as such in the docstring.
 
-Only pure layout here: each function adds entries to a renderer :class:`~joulectl.sim.tree.Template`.
+Only pure layout here: each function adds entries to a renderer :class:`~joulectl.sim.template.Template`.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ def test_a_real_capture_reads_alike() -> None:
 
 
 def test_the_emulated_384_thread_epyc_reads_alike() -> None:
+    from joulectl.sim.cpu_tree import cpuinfo as _cpuinfo
     from joulectl.sim.profiles import ProfileSet
-    from joulectl.sim.tree import _cpuinfo
 
     text = _cpuinfo(ProfileSet().get("amd-epyc-2s-energy-only").cpu)
     first, threads, sockets, cores = cpuinfo_summary(text)

@@ -10,7 +10,7 @@ from joulectl.errors import InputError
 from joulectl.sim.clusterspec import parse_spec
 from joulectl.sim.k8s import node_hardware, node_object
 from joulectl.sim.profiles import SCHEMA
-from joulectl.sim.tree import template
+from joulectl.sim.template import template
 
 VALUES: list[Any] = [None, 0, -1, 1, 2.5, "x", "", True, [], {}, [1], {"a": 1}, "../x", "A", 10**9]
 PROFILES = ["vm-no-powercap", "nvidia-h100-sxm-8gpu", "amd-instinct-mi250x-4gpu", "intel-flex-170-4gpu",
