@@ -259,11 +259,17 @@ def _open_for_write(path: str) -> int | None:
         try:
             mode = os.stat(path).st_mode & 0o7777
             os.chmod(path, mode | 0o200)
-            fd = os.open(path, os.O_WRONLY)
-            os.chmod(path, mode)
-            return fd
         except OSError:
             return None
+        try:
+            return os.open(path, os.O_WRONLY)
+        except OSError:
+            return None
+        finally:  # the mode put back whether the open worked or not
+            try:
+                os.chmod(path, mode)
+            except OSError:
+                pass
     except OSError:
         return None
 

@@ -4,6 +4,7 @@ files read back under inotify, and a refused store of the very text in force."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -225,6 +226,58 @@ def test_a_read_only_file_is_written_through_a_passing_chmod(tmp_path: Path) -> 
     assert (tmp_path / "w" / "attr").read_text() == "7\n"
     assert (tmp_path / "w" / "counter").read_text() == "8\n"
     assert [os.lstat(tmp_path / "w" / n).st_mode & 0o7777 for n in ("attr", "counter")] == [0o444, 0o444]
+
+
+def _refused_then(monkeypatch: pytest.MonkeyPatch, path: Path, second: OSError | None) -> list[int]:
+    """``os.open`` for writing ``path`` as a process that cannot override file modes meets it: the
+    first open refused (EACCES on a 0444 file), the second one (after the ``chmod``) raising
+    ``second``, or opening; the file's mode at each open."""
+    real_open = os.open
+    modes: list[int] = []
+
+    def unprivileged_open(p: Any, flags: int, *args: Any) -> int:
+        if os.fspath(p) == str(path) and flags & os.O_ACCMODE == os.O_WRONLY:
+            modes.append(os.stat(p).st_mode & 0o7777)
+            if len(modes) == 1:
+                raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
+            if second is not None:
+                raise second
+        return real_open(p, flags, *args)
+
+    monkeypatch.setattr(os, "open", unprivileged_open)
+    return modes
+
+
+def test_the_passing_chmod_adds_the_owners_write_bit_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # chmod(2): S_IWUSR is 0200; the 0444 attribute is 0644 while it is opened again, and no
+    # other bit (o+x with 0201) is ever set; 0444 again afterwards (tick.py:261:34)
+    path = tmp_path / "attr"
+    path.write_text("1000\n")
+    path.chmod(0o444)
+    modes = _refused_then(monkeypatch, path, None)
+    fd = tick_mod._open_for_write(str(path))
+    assert fd is not None
+    os.close(fd)
+    assert modes == [0o444, 0o644]
+    assert os.lstat(path).st_mode & 0o7777 == 0o444
+
+
+def test_a_reopen_that_fails_after_the_passing_chmod_puts_the_mode_back(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the open after the temporary u+w is refused too (an LSM refusing the write: EACCES): no
+    # descriptor, nothing written, and the file keeps its 0444 (it was left 0644 before)
+    path = tmp_path / "attr"
+    path.write_text("1000\n")
+    path.chmod(0o444)
+    modes = _refused_then(monkeypatch, path, PermissionError(errno.EACCES, "Permission denied"))
+    assert tick_mod._open_for_write(str(path)) is None
+    assert modes == [0o444, 0o644]
+    assert os.lstat(path).st_mode & 0o7777 == 0o444
+    modes = _refused_then(monkeypatch, path, PermissionError(errno.EACCES, "Permission denied"))
+    assert tick_mod.write_in_place(str(path), "7\n") is None
+    assert modes == [0o444, 0o644]
+    assert path.read_text() == "1000\n"
+    assert os.lstat(path).st_mode & 0o7777 == 0o444
 
 
 def test_a_file_that_cannot_be_written_reports_failure(tmp_path: Path) -> None:
