@@ -4,6 +4,7 @@ no write missed, whatever the descriptor budget."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -253,6 +254,29 @@ def test_a_cache_not_written_by_save_cache_gives_no_ledger_copy(tmp_path: Path,
     assert json.loads(cache.read_text())["u"] == 0
 
 
+def test_a_cache_whose_last_u_says_used_gives_no_ledger_copy(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # save_cache's bytes, head and all, with a second "u" key of 1 at the end: a JSON object's
+    # last value of a name is the one a parser keeps (Python's json, RFC 8259 section 4), so the
+    # cache reads as used and its copy of the ledger is not taken (tick.py:689:58, `or` -> `and`)
+    node = build_node(tmp_path, "n1")
+    rt = _run(node, None, ticks=1)
+    rt.save_cache()
+    cache = node / "state/tick-cache.json"
+    raw = cache.read_bytes()
+    assert raw.startswith(b'{"v":2,"u":0,') and raw.endswith(b"}")
+    used = raw[:-1] + b',"u":1}'
+    cache.write_bytes(used)
+    assert json.loads(used)["u"] == 1
+    reads: list[str] = []
+    load = lg.load
+    monkeypatch.setattr(lg, "load", lambda node_dir: reads.append(node_dir) or load(node_dir))
+    again = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6))  # type: ignore[arg-type]
+    assert reads == [str(node)]
+    assert again.ledger.tick == 1
+    assert cache.read_bytes() == used  # not marked in place either
+
+
 def test_a_kill_right_after_a_resume_leaves_the_cache_unused(tmp_path: Path) -> None:
     """A run that resumed, ticked once within the same clock tick of the file system and was killed
     (no clean stop): the next start reads the ledger file, and the stale cache is not used."""
@@ -290,3 +314,33 @@ def test_default_workers_without_a_load_average(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     monkeypatch.setattr(os, "getloadavg", missing)
     assert runtime.default_workers() == 4
+
+
+@pytest.mark.parametrize(("budget", "kept_at_0"), [
+    (1, "state/ledger.json"),  # the ledger alone kept: opened first while descriptor 0 is free
+    (100, ENERGY[0]),          # the counters too: written before the ledger, pkg0's first
+])
+def test_close_files_closes_a_kept_descriptor_numbered_0(tmp_path: Path, budget: int, kept_at_0: str) -> None:
+    # open(2) returns the lowest descriptor not open: in a process started with its stdin closed,
+    # the first file the tick keeps open is descriptor 0, and close_files closes it like any other
+    # (tick.py close_files' `fd >= 0`); run in a child, whose descriptor 0 is closed first
+    node = build_node(tmp_path, "n1")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 3
+        try:
+            os.close(0)
+            rt = _run(node, FdBudget(budget), ticks=1)
+            if os.readlink("/proc/self/fd/0") != str(node / kept_at_0):
+                code = 2
+            else:
+                rt.close_files()
+                try:
+                    os.fstat(0)
+                    code = 1
+                except OSError as e:
+                    code = 0 if e.errno == errno.EBADF else 4
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
