@@ -566,8 +566,8 @@ class NodeRuntime:
             self.marks.full_poll = True
             flat = cache["s"]
             sigs: list[tuple[int, int, int] | None] = list(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
-            if flat and min(flat[0::3]) < 0:
-                sigs = [sg if sg is not None and sg[0] >= 0 else None for sg in sigs]
+            if flat and min(flat[1::3]) < 0:  # a size of -1: missing at the stop (an mtime may be < 0)
+                sigs = [sg if sg is not None and sg[1] >= 0 else None for sg in sigs]
             for w, path, text, sig in zip(ws, paths, cache["w"], sigs, strict=True):
                 w.path = path
                 w.text = text

@@ -330,6 +330,118 @@ def _saved_cache_missing(tmp_path: Path) -> Path:
     return node
 
 
+def _stop_with_signature(node: Path, rt: NodeRuntime, sigs: dict[str, list[int]]) -> None:
+    """A clean stop (the start-up cache) whose saved signatures of the files ``sigs`` names are
+    the given ones (-1s: the file was missing at the stop, as save_cache writes it)."""
+    rt.save_cache()
+    cache = node / "state" / "tick-cache.json"
+    doc = json.loads(cache.read_text())
+    rels = [w.rel for w in rt.model.writables]
+    for rel, sig in sigs.items():
+        i = rels.index(rel)
+        doc["s"][3 * i:3 * i + 3] = sig
+    cache.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(("epp", "position"), [
+    (True, 3),   # governor, EPP, maximum, minimum a policy: the saved -1s at 9-11 (tick.py:563:36, 0::3 -> 0::4)
+    (False, 2),  # no EPP (intel_pstate passive, acpi-cpufreq): governor, maximum, minimum: at 6-8
+])
+def test_a_lowered_maximum_pulls_down_the_minimum_of_a_file_missing_at_the_stop(tmp_path: Path, epp: bool,
+                                                                                position: int) -> None:
+    # cpufreq_verify_within_limits (docs/hardware.md): policy->min is clamped to policy->max.
+    # policy0's scaling_min_freq (2 GHz) was missing at the stop (saved as -1s); after the resume
+    # a 1.5 GHz maximum pulls the minimum in force down to 1.5 GHz, as without a restart
+    node = build_node(tmp_path)
+    if not epp:
+        for i in range(4):
+            for name in ("energy_performance_preference", "energy_performance_available_preferences"):
+                (node / POLICY.format(i) / name).unlink()
+    rt = runtime(node)
+    pol0 = node / POLICY.format(0)
+    (pol0 / "scaling_min_freq").write_text("2000000\n")
+    _tick(rt, 1)
+    assert rt.value("policy0", "cpufreq_min") == "2000000"
+    model = layout.scan(str(node), node.name, _Profile())  # the layout as its manifest keeps it
+    (pol0 / "scaling_min_freq").unlink()
+    _stop_with_signature(node, rt, {f"{POLICY.format(0)}/scaling_min_freq": [-1, -1, -1]})
+    rt2 = NodeRuntime(str(node), model, BaseLoad())
+    assert rt2.marks.full_poll  # resumed from the start-up cache
+    assert rt2.model.writables[position].rel == f"{POLICY.format(0)}/scaling_min_freq"
+    assert rt2.model.writables[position].sig is None
+    (pol0 / "scaling_max_freq").write_text("1500000\n")
+    _tick(rt2, 2)
+    assert rt2.value("policy0", "cpufreq_max") == "1500000"
+    assert rt2.value("policy0", "cpufreq_min") == "1500000"
+
+
+def test_an_empty_writable_file_is_left_alone_at_a_resume_as_at_a_first_start(tmp_path: Path) -> None:
+    # a writable file that reads empty at the start is left as it is (nothing in force to put
+    # back: test_a_refused_write_over_a_file_that_read_empty_puts_back_the_default); stopped and
+    # resumed with another file missing at the stop (-1s), the empty file (size 0) did not move
+    # while the simulator was down: no event, no write, still empty
+    node = build_node(tmp_path)
+    gov = node / POLICY.format(0) / "scaling_governor"
+    gov.write_text("")
+    model = layout.scan(str(node), node.name, None)
+    for w in model.writables:
+        if w.kind == "cpufreq_governor":
+            w.rule.default = "powersave\n"
+    rt = NodeRuntime(str(node), model, BaseLoad())
+    _tick(rt, 1)
+    assert gov.read_text() == ""
+    assert not rt.events
+    (node / POLICY.format(3) / "scaling_governor").unlink()
+    _stop_with_signature(node, rt, {f"{POLICY.format(3)}/scaling_governor": [-1, -1, -1]})
+    rt2 = NodeRuntime(str(node), model, BaseLoad())
+    assert rt2.marks.full_poll  # resumed from the start-up cache
+    _tick(rt2, 2)
+    assert gov.read_text() == ""
+    assert not rt2.events
+    assert rt2.value("policy0", "cpufreq_governor") == ""
+
+
+@pytest.mark.parametrize(("mtime_ns", "other_missing"), [
+    (0, True),               # the epoch (a tree unpacked from a reproducible archive): tick.py:564:55, :564:58
+    (-1_000_000_000, True),  # 1969-12-31 23:59:59 UTC (touch -d): taken for a missing file before
+    (-1_000_000_000, False),
+])
+def test_a_minimum_file_of_an_old_mtime_keeps_its_asked_value_across_a_resume(tmp_path: Path, mtime_ns: int,
+                                                                              other_missing: bool) -> None:
+    # a scaling_min_freq asked above scaling_max_freq reads the maximum, and the minimum asked
+    # comes back when the maximum rises (a freq QoS request outlives the clamp: docs/hardware.md).
+    # Its file's mtime is the epoch or before it (stat(2): st_mtime is signed), and maybe another
+    # writable was missing at the stop (saved as -1s): the file did not move while the simulator
+    # was down, so the resume does not take its value again as a new store, and the 2 GHz asked
+    # is restored
+    node = build_node(tmp_path)
+    rt = runtime(node)
+    pol1 = node / POLICY.format(1)
+    (pol1 / "scaling_max_freq").write_text("1500000\n")
+    _tick(rt, 1)
+    (pol1 / "scaling_min_freq").write_text("2000000\n")
+    _tick(rt, 2)
+    assert rt.value("policy1", "cpufreq_min") == "1500000"
+    os.utime(pol1 / "scaling_min_freq", ns=(mtime_ns, mtime_ns))
+    st = os.lstat(pol1 / "scaling_min_freq")
+    assert st.st_mtime_ns == mtime_ns
+    sigs = {f"{POLICY.format(1)}/scaling_min_freq": [mtime_ns, st.st_size, st.st_ino]}
+    model = layout.scan(str(node), node.name, _Profile())  # the layout as its manifest keeps it
+    if other_missing:
+        (node / POLICY.format(3) / "scaling_governor").unlink()
+        sigs[f"{POLICY.format(3)}/scaling_governor"] = [-1, -1, -1]
+    _stop_with_signature(node, rt, sigs)
+    rt2 = NodeRuntime(str(node), model, BaseLoad())
+    assert rt2.marks.full_poll  # resumed from the start-up cache
+    _tick(rt2, 3)
+    assert rt2.value("policy1", "cpufreq_min") == "1500000"
+    (pol1 / "scaling_max_freq").write_text("4000000\n")
+    _tick(rt2, 4)
+    assert rt2.value("policy1", "cpufreq_max") == "4000000"
+    assert rt2.value("policy1", "cpufreq_min") == "2000000"
+    assert (pol1 / "scaling_min_freq").read_text() == "2000000\n"
+
+
 @pytest.mark.parametrize(("epp", "khz"), [
     ("performance", 4_000_000),
     ("balance_performance", 4_000_000),
