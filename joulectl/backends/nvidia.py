@@ -289,14 +289,105 @@ def _first_present(el: Element | None, *names: str) -> float | None:
     return None
 
 
+#: The XML of a clock table's text and of the blanks between its elements: printable ASCII but
+#: ``<``, ``&`` and ``>`` (so no markup, entity or ``]]>``), tab and newline; no carriage return
+#: (which an XML parser turns into a newline).
+_CLOCK_TEXT = r"[\t\n\x20-\x25\x27-\x3b\x3d\x3f-\x7e]*"
+_BLANK = r"[ \t\n]*"
+#: The content of ``<supported_clocks>`` as nvidia-smi prints it: memory clocks, each a ``<value>``
+#: then its graphics clocks, nothing else (no attribute, comment, entity or empty-element tag).
+_CLOCK_BODY = (rf"{_BLANK}(?:<supported_mem_clock>{_BLANK}<value>{_CLOCK_TEXT}</value>{_BLANK}"
+               rf"(?:<supported_graphics_clock>{_CLOCK_TEXT}</supported_graphics_clock>{_BLANK})*"
+               rf"</supported_mem_clock>{_BLANK})*")
+_CLOCK_TEXTS = rf"<(v)alue>({_CLOCK_TEXT})</value>|<supported_graphics_clock>({_CLOCK_TEXT})</supported_graphics_clock>"
+_CLOCKS_OPEN, _CLOCKS_CLOSE = "<supported_clocks>", "</supported_clocks>"
+#: The attribute a cut table's element carries in the document handed to the XML parser.
+_CUT = "_joulectl_cut"
+
+#: One memory clock of a table: the ``<value>`` text (stripped, None when empty) and the texts of
+#: its ``<supported_graphics_clock>`` elements (None when empty), as ElementTree reads them.
+_MemEntry = tuple[str | None, tuple[str | None, ...]]
+
+
+def _cut_clock_tables(xml_text: str) -> tuple[str, list[list[_MemEntry]]] | None:
+    """The document with the content of each ``<supported_clocks>`` element cut out, and the
+    tables cut (the cut element becomes ``<supported_clocks _joulectl_cut="k"/>``, k its table's
+    index), or None to parse the document whole.
+
+    An eight-GPU H100 document is 140 KB, five sixths of it ~7,000 graphics clocks, and
+    ElementTree builds an element for each; the tables' rigid shape is checked and read here by
+    regular expressions instead (one check per distinct table: every GPU of a model prints the
+    same one), and the rest of the document is parsed by ElementTree as before. Cut only where
+    the string ``<supported_clocks>`` can be nothing but that start tag (no comment, CDATA
+    section, processing instruction after the XML declaration, or internal DTD subset in the
+    document), and only when every table has exactly the shape above: then the document is
+    well-formed exactly when the cut one is, and ElementTree's tree of the cut document differs
+    from the whole one's only in those elements' children and the marker attribute.
+    """
+    if _CLOCKS_OPEN not in xml_text or _CUT in xml_text:
+        return None
+    # Searched for as "?" and "!", rare characters, not as "<?" and "<!" ("<" is everywhere).
+    query = xml_text.find("?")
+    if query >= 0:  # only the XML declaration's, at the start
+        close = xml_text.find("?>", 2)
+        if query != 1 or not xml_text.startswith("<?") or close < 0 or xml_text.find("?", 2) != close:
+            return None
+        if xml_text.find("?", close + 1) >= 0:
+            return None
+    bang = xml_text.find("!")
+    if bang >= 0:  # only the document type declaration's, with no internal subset
+        if not xml_text.startswith("<!DOCTYPE", bang - 1) or xml_text.find("!", bang + 1) >= 0:
+            return None
+        if xml_text.find("[", bang, xml_text.find(">", bang)) >= 0:
+            return None
+    body_re = re.compile(_CLOCK_BODY)
+    texts_re = re.compile(_CLOCK_TEXTS)
+    seen: dict[str, int] = {}
+    tables: list[list[_MemEntry]] = []
+    pieces: list[str] = []
+    pos = 0
+    while (start := xml_text.find(_CLOCKS_OPEN, pos)) >= 0:
+        body_at = start + len(_CLOCKS_OPEN)
+        end = xml_text.find(_CLOCKS_CLOSE, body_at)
+        if end < 0:
+            return None
+        body = xml_text[body_at:end]
+        index = seen.get(body)
+        if index is None:
+            if body_re.fullmatch(body) is None:
+                return None
+            mems: list[str | None] = []
+            graphics: list[list[str | None]] = []
+            for is_value, value, clock in texts_re.findall(body):
+                if is_value:
+                    mems.append(value.strip() if value else None)
+                    graphics.append([])
+                else:
+                    graphics[-1].append(clock or None)
+            index = seen[body] = len(tables)
+            tables.append([(mem, tuple(gfx)) for mem, gfx in zip(mems, graphics, strict=True)])
+        pieces += (xml_text[pos:start], f'<supported_clocks {_CUT}="{index}"/>')
+        pos = end + len(_CLOCKS_CLOSE)
+    pieces.append(xml_text[pos:])
+    return "".join(pieces), tables
+
+
 def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
     """The GPUs of an ``nvidia-smi -q -x`` document (either schema), in document order."""
     from xml.etree import ElementTree
 
+    cut = _cut_clock_tables(xml_text)
+    tables = cut[1] if cut is not None else None
     try:
-        root = ElementTree.fromstring(xml_text)
+        root = ElementTree.fromstring(cut[0] if cut is not None else xml_text)
     except ElementTree.ParseError as e:
-        raise BackendUnavailable(f"nvidia-smi -q -x printed output that is not XML ({e})") from e
+        error = e
+        if cut is not None:  # the error of the document printed, with its line and column
+            try:
+                ElementTree.fromstring(xml_text)
+            except ElementTree.ParseError as whole:
+                error = whole
+        raise BackendUnavailable(f"nvidia-smi -q -x printed output that is not XML ({error})") from error
     if root.tag != "nvidia_smi_log":
         raise BackendUnavailable(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
     gpus = []
@@ -326,7 +417,7 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
         warnings = []
         if readings is None:
             warnings.append("no power readings in nvidia-smi -q -x")
-        supported = _supported_clocks(el, parsed)
+        supported = _supported_clocks(el, parsed, tables)
         clocks: dict[str, Any] = {}
         for key, path in (("graphics_mhz", "clocks/graphics_clock"), ("memory_mhz", "clocks/mem_clock")):
             v = parse_value(_find(el, path))
@@ -357,18 +448,19 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
     return gpus
 
 
-def _supported_clocks(el: Element, parsed: dict[str | None, float | None]) -> dict[int, list[int]] | None:
+def _supported_clocks(el: Element, parsed: dict[str | None, float | None],
+                      tables: list[list[_MemEntry]] | None = None) -> dict[int, list[int]] | None:
     """The supported clock table of one GPU. An H100 lists ~220 graphics clocks under each memory
     clock, the same texts (``1980 MHz``) on every GPU: ``parsed`` keeps each text's value, so
-    each is parsed once per document."""
+    each is parsed once per document. ``tables``: the tables :func:`_cut_clock_tables` cut out
+    of the document, by the index its ``<supported_clocks>`` elements carry."""
     table: dict[int, list[int]] = {}
-    for mem_el in el.findall("supported_clocks/supported_mem_clock"):
-        mem = parse_value(_find(mem_el, "value"))
+    for entry in _clock_entries(el, tables):
+        mem = parse_value(entry[0])
         if mem is None:
             continue
         gfx = []
-        for g in mem_el.findall("supported_graphics_clock"):
-            text = g.text
+        for text in entry[1]:
             if text not in parsed:
                 parsed[text] = parse_value(text)
             gfx.append(parsed[text])
@@ -376,6 +468,19 @@ def _supported_clocks(el: Element, parsed: dict[str | None, float | None]) -> di
     if not table:
         return None
     return {m: table[m] for m in sorted(table, reverse=True)}
+
+
+def _clock_entries(el: Element, tables: list[list[_MemEntry]] | None) -> list[_MemEntry]:
+    """The ``supported_clocks/supported_mem_clock`` entries of a GPU element, in document order."""
+    out: list[_MemEntry] = []
+    for clocks in el.findall("supported_clocks"):
+        index = clocks.get(_CUT)
+        if index is not None and tables is not None:
+            out += tables[int(index)]
+            continue
+        for mem_el in clocks.findall("supported_mem_clock"):
+            out.append((_find(mem_el, "value"), tuple(g.text for g in mem_el.findall("supported_graphics_clock"))))
+    return out
 
 
 # -- set_caps ---------------------------------------------------------------------------------------
