@@ -392,6 +392,7 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
         raise BackendUnavailable(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
     gpus = []
     parsed: dict[str | None, float | None] = {}
+    memo: dict[tuple[int, ...], dict[int, list[int]] | None] = {}
     for index, el in enumerate(root.findall("gpu")):
         # A blank id="  " (or <pci_bus_id> ) is a missing id: fall back to the index.
         bus_raw = (el.get("id") or "").strip() or _find(el, "pci/pci_bus_id")
@@ -417,7 +418,7 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
         warnings = []
         if readings is None:
             warnings.append("no power readings in nvidia-smi -q -x")
-        supported = _supported_clocks(el, parsed, tables)
+        supported = _supported_clocks(el, parsed, tables, memo)
         clocks: dict[str, Any] = {}
         for key, path in (("graphics_mhz", "clocks/graphics_clock"), ("memory_mhz", "clocks/mem_clock")):
             v = parse_value(_find(el, path))
@@ -449,13 +450,21 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
 
 
 def _supported_clocks(el: Element, parsed: dict[str | None, float | None],
-                      tables: list[list[_MemEntry]] | None = None) -> dict[int, list[int]] | None:
+                      tables: list[list[_MemEntry]] | None = None,
+                      memo: dict[tuple[int, ...], dict[int, list[int]] | None] | None = None,
+                      ) -> dict[int, list[int]] | None:
     """The supported clock table of one GPU. An H100 lists ~220 graphics clocks under each memory
     clock, the same texts (``1980 MHz``) on every GPU: ``parsed`` keeps each text's value, so
     each is parsed once per document. ``tables``: the tables :func:`_cut_clock_tables` cut out
-    of the document, by the index its ``<supported_clocks>`` elements carry."""
+    of the document, by the index its ``<supported_clocks>`` elements carry; ``memo``: the
+    result of each combination of cut tables already read (every GPU of a model prints the same
+    table), given to each GPU as a copy."""
+    entries, key = _clock_entries(el, tables)
+    if memo is not None and key is not None and key in memo:
+        known = memo[key]
+        return None if known is None else {m: list(g) for m, g in known.items()}
     table: dict[int, list[int]] = {}
-    for entry in _clock_entries(el, tables):
+    for entry in entries:
         mem = parse_value(entry[0])
         if mem is None:
             continue
@@ -465,22 +474,28 @@ def _supported_clocks(el: Element, parsed: dict[str | None, float | None],
                 parsed[text] = parse_value(text)
             gfx.append(parsed[text])
         table[int(mem)] = sorted((int(g) for g in gfx if g is not None), reverse=True)
-    if not table:
-        return None
-    return {m: table[m] for m in sorted(table, reverse=True)}
+    result = {m: table[m] for m in sorted(table, reverse=True)} if table else None
+    if memo is not None and key is not None:
+        memo[key] = None if result is None else {m: list(g) for m, g in result.items()}
+    return result
 
 
-def _clock_entries(el: Element, tables: list[list[_MemEntry]] | None) -> list[_MemEntry]:
-    """The ``supported_clocks/supported_mem_clock`` entries of a GPU element, in document order."""
+def _clock_entries(el: Element, tables: list[list[_MemEntry]] | None) -> tuple[list[_MemEntry], tuple[int, ...] | None]:
+    """The ``supported_clocks/supported_mem_clock`` entries of a GPU element, in document order,
+    and the indices of the cut tables they come from (None when a table was not cut)."""
     out: list[_MemEntry] = []
+    key: list[int] | None = []
     for clocks in el.findall("supported_clocks"):
         index = clocks.get(_CUT)
         if index is not None and tables is not None:
             out += tables[int(index)]
+            if key is not None:
+                key.append(int(index))
             continue
+        key = None
         for mem_el in clocks.findall("supported_mem_clock"):
             out.append((_find(mem_el, "value"), tuple(g.text for g in mem_el.findall("supported_graphics_clock"))))
-    return out
+    return out, None if key is None else tuple(key)
 
 
 # -- set_caps ---------------------------------------------------------------------------------------

@@ -67,6 +67,9 @@ def test_the_tables_of_nvidia_smis_documents_are_cut_and_read_as_elementtree_rea
     assert isinstance(gpus, list)
     assert [g.supported_clocks for g in gpus] == [H100, H100]
     assert [g.bus_id for g in gpus] == ["0000:18:00.0", "0000:2a:00.0"]
+    # one table read for both GPUs, each given its own copy
+    gpus[0].supported_clocks[2619].append(1)  # type: ignore[index]
+    assert gpus[1].supported_clocks == H100
 
 
 def test_gpus_with_different_tables_and_an_empty_one(trees: ModuleType) -> None:
