@@ -14,6 +14,9 @@ The ``-q -x`` parser reads both schemas: the legacy ``<power_readings>`` (``powe
 ``current_power_limit``, ..., ``power_draw`` or ``average_power_draw``/``instant_power_draw``).
 Values such as ``700.00 W``; tokens (``N/A``, ``[N/A]``, ``[Not Supported]``...) are unknown, and
 a GPU whose limit or range is unknown has no settable power limit.
+The ``<supported_clocks>`` tables (five sixths of an H100 document) are read by regular
+expressions where they have nvidia-smi's exact shape, the rest of the document by ElementTree
+(:func:`_cut_clock_tables`); anything else is parsed whole.
 
 Two limits are read: the requested one (``power.limit``, ``requested_power_limit`` / legacy
 ``power_limit``, NVML ``nvmlDeviceGetPowerManagementLimit``) as ``current_cap_w``, and the one in
