@@ -123,13 +123,13 @@ class NodeModel:
     gpus: list[GpuModel]
     writables: list[Writable]
     counters: list[CounterFile]
-    fmax_khz: int = 3_200_000
-    fmin_khz: int = 1_200_000
-    dram: bool = True
-    psys: bool = False
-    core: bool = False
-    nvml: bool = False
-    virtual: bool = False
+    fmax_khz: int
+    fmin_khz: int
+    dram: bool
+    psys: bool
+    core: bool
+    nvml: bool
+    virtual: bool
     #: Identifies the layout (the writable and counter files, in order): see :func:`model_fingerprint`.
     fingerprint: str = ""
 
