@@ -323,9 +323,11 @@ def _cut_clock_tables(xml_text: str) -> tuple[str, list[list[_MemEntry]]] | None
     same one), and the rest of the document is parsed by ElementTree as before. Cut only where
     the string ``<supported_clocks>`` can be nothing but that start tag (no comment, CDATA
     section, processing instruction after the XML declaration, or internal DTD subset in the
-    document), and only when every table has exactly the shape above: then the document is
-    well-formed exactly when the cut one is, and ElementTree's tree of the cut document differs
-    from the whole one's only in those elements' children and the marker attribute.
+    document), and only when every table has exactly the shape above: then ElementTree's tree
+    of the cut document differs from the whole one's only in those elements' children and the
+    marker attribute, and a document that is not XML gives a cut one that is not either. (Only a
+    doctype's quoted system id can still hold the string: cut inside double quotes it ends the
+    literal, and :func:`parse_smi_xml` parses the whole document when the cut one fails.)
     """
     if _CLOCKS_OPEN not in xml_text or _CUT in xml_text:
         return None
@@ -382,15 +384,16 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
     cut = _cut_clock_tables(xml_text)
     tables = cut[1] if cut is not None else None
     try:
-        root = ElementTree.fromstring(cut[0] if cut is not None else xml_text)
+        try:
+            root = ElementTree.fromstring(cut[0] if cut is not None else xml_text)
+        except ElementTree.ParseError:
+            if cut is None:
+                raise
+            # The document printed decides: its error (line and column), or its tree (the string
+            # "<supported_clocks>...</supported_clocks>" inside a doctype's quoted system id).
+            root, tables = ElementTree.fromstring(xml_text), None
     except ElementTree.ParseError as e:
-        error = e
-        if cut is not None:  # the error of the document printed, with its line and column
-            try:
-                ElementTree.fromstring(xml_text)
-            except ElementTree.ParseError as whole:
-                error = whole
-        raise BackendUnavailable(f"nvidia-smi -q -x printed output that is not XML ({error})") from error
+        raise BackendUnavailable(f"nvidia-smi -q -x printed output that is not XML ({e})") from e
     if root.tag != "nvidia_smi_log":
         raise BackendUnavailable(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
     gpus = []

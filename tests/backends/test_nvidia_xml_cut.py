@@ -158,6 +158,16 @@ def test_a_document_that_is_not_xml_fails_with_the_whole_documents_error(
     assert message == whole(doc)  # the line and column of the document printed, not of the cut one
 
 
+def test_a_cut_inside_a_doctypes_quoted_system_id_falls_back_to_the_whole_document(trees: ModuleType) -> None:
+    # a system literal may hold "<": cut there, the double-quoted literal would end early
+    for quote in ('"', "'"):
+        doc = document(trees).replace(
+            '"nvsmi_device_v12.dtd"', f"{quote}<supported_clocks></supported_clocks>{quote}")
+        gpus = cut(doc)
+        assert gpus == whole(doc)
+        assert isinstance(gpus, list) and [g.supported_clocks for g in gpus] == [H100, H100]
+
+
 TEXTS = st.one_of(
     st.sampled_from(["1980 MHz", "345 MHz", "", " ", "N/A", "[N/A]", "\n\t1410 MHz\n", "99999999999 MHz"]),
     st.text(alphabet=st.sampled_from(list("09 .MHz-+e\t\n<>&;]!?'\"\r\x0b\u00b5ſ")), max_size=8),
