@@ -59,7 +59,7 @@ def gpu_profiles() -> list[str]:
 
 #: Bytecode cached in a private prefix, as an installed package runs (the checkout's sources change
 #: under parallel work, which would otherwise recompile them on every start).
-PYCACHE = tempfile.mkdtemp(prefix="bench-cap-pycache-")
+PYCACHE = ""  # made by main(), so that --help leaves nothing behind
 
 
 REPO = str(Path(__file__).resolve().parents[1])
@@ -136,9 +136,23 @@ def main() -> None:
     args = parser.parse_args()
     if args.baseline:
         BASELINE.append(str(Path(args.baseline).resolve()))
+    global PYCACHE
+    PYCACHE = tempfile.mkdtemp(prefix="bench-cap-pycache-")
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-cap-"))
+    try:
+        _bench(args, work)
+    finally:
+        import shutil
+
+        shutil.rmtree(PYCACHE, ignore_errors=True)
+        shutil.rmtree(PYCACHE + "-baseline", ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _bench(args: argparse.Namespace, work: Path) -> None:
     profiles = args.profiles.split(",") if args.profiles else gpu_profiles()
     nodes = {p: f"p{i}-0" for i, p in enumerate(profiles)}
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-cap-"))
     spec = work / "spec.yaml"
     work.mkdir(parents=True, exist_ok=True)
     spec.write_text(SPEC.format(pools="".join(f"  - {{name: p{i}, profile: {p}, count: 1}}\n"
@@ -194,12 +208,6 @@ def main() -> None:
     print(f"fake nvidia-smi readback query: wall {tool_w * 1000:.1f} ms, CPU {tool_c * 1000:.1f} ms (medians); "
           f"python -S -c pass: wall {floor_w * 1000:.1f} ms, CPU {floor_c * 1000:.1f} ms; "
           f"the tool adds {(tool_c - floor_c) * 1000:.1f} ms CPU per call")
-    import shutil
-
-    shutil.rmtree(PYCACHE, ignore_errors=True)
-    shutil.rmtree(PYCACHE + "-baseline", ignore_errors=True)
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -106,3 +106,14 @@ def round_half_away(x: float) -> int:
     whole = math.floor(a)
     n = whole + 1 if a - whole >= 0.5 else whole
     return n if x >= 0 else -n
+
+
+def number_text(value: float) -> str:
+    """A number as an operator wrote it, for messages: ``1000000`` (not ``:g``'s ``1e+06``),
+    ``87.5``, ``-3``, ``0.1``; a float with no fraction as an integer (``--pct 150`` is ``150``);
+    past 15 digits, or not finite, Python's shortest repr (``1e+16``, ``inf``)."""
+    if isinstance(value, int):
+        return str(value)
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)

@@ -13,7 +13,7 @@ import pytest
 from joulectl import __version__
 from joulectl.errors import ExitCode, InputError
 from joulectl.host import Host, HostIOError, ToolNotFound
-from joulectl.units import round_half_away
+from joulectl.units import number_text, round_half_away
 
 
 def test_version(cli) -> None:
@@ -85,6 +85,13 @@ def test_tools_are_confined_to_root_bin(tmp_path: Path) -> None:
     res = host.run(["hello", "a b; rm -rf /"])
     assert res.returncode == 0 and res.stdout == "hi a b; rm -rf /\n"
     assert host.tool_calls == [("hello", "a b; rm -rf /")]
+
+
+def test_number_text_writes_a_number_back_as_given() -> None:
+    cases = [(1000000, "1000000"), (1000000.0, "1000000"), (150.0, "150"), (-5, "-5"), (87.5, "87.5"),
+             (0.1, "0.1"), (100.0000001, "100.0000001"), (1e20, "1e+20"), (float("inf"), "inf"),
+             (float("-inf"), "-inf"), (10**30, "1" + "0" * 30)]
+    assert [number_text(v) for v in (v for v, _ in cases)] == [t for _, t in cases]
 
 
 def test_round_half_away_from_zero() -> None:

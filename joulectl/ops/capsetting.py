@@ -11,6 +11,7 @@ from typing import Any
 
 from joulectl.errors import InputError
 from joulectl.record import record
+from joulectl.units import number_text
 
 TARGETS = ("gpu", "cpu", "all")
 
@@ -27,8 +28,8 @@ class CapSetting:
         if self.restore:
             return "restore"
         if self.pct is not None:
-            return f"{self.pct:g} %"
-        return f"{self.watts:g} W"
+            return f"{number_text(self.pct)} %"
+        return f"{number_text(self.watts)} W" if self.watts is not None else "nothing"
 
     def to_dict(self) -> dict[str, Any]:
         if self.restore:
@@ -42,7 +43,7 @@ def check_pct(value: float, field_name: str, file: str | None = None) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
         raise InputError(f"must be a number, got {value!r}", file=file, field=field_name)
     if not 0 < value <= 100:
-        raise InputError(f"must be in (0, 100], got {value:g}", file=file, field=field_name)
+        raise InputError(f"must be in (0, 100], got {number_text(value)}", file=file, field=field_name)
     return float(value)
 
 
@@ -50,5 +51,5 @@ def check_watts(value: float, field_name: str, file: str | None = None) -> float
     if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
         raise InputError(f"must be a number, got {value!r}", file=file, field=field_name)
     if value < 1 or math.isinf(value):
-        raise InputError(f"must be at least 1 W, got {value:g}", file=file, field=field_name)
+        raise InputError(f"must be at least 1 W, got {number_text(value)}", file=file, field=field_name)
     return float(value)

@@ -28,6 +28,7 @@ from typing import Any
 
 from joulectl.errors import InputError
 from joulectl.sim.profiles import Profile, ProfileSet
+from joulectl.units import number_text
 
 API_VERSION = "sim.joulie.io/v1alpha1"
 KIND = "ClusterSpec"
@@ -159,9 +160,9 @@ def _number(value: Any, label: str, path: str, *, minimum: float | None = None, 
     if not math.isfinite(value):  # .nan passes every comparison, .inf every minimum
         raise _fail(label, path, f"must be a finite number, found {value!r}")
     if minimum is not None and value < minimum:
-        raise _fail(label, path, f"must be at least {minimum:g}, found {value:g}")
+        raise _fail(label, path, f"must be at least {minimum:g}, found {number_text(value)}")
     if maximum is not None and value > maximum:
-        raise _fail(label, path, f"must be at most {maximum:g}, found {value:g}")
+        raise _fail(label, path, f"must be at most {maximum:g}, found {number_text(value)}")
     return float(value)
 
 

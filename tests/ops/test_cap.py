@@ -217,6 +217,11 @@ def test_resolve_target_out_of_range_names_the_range() -> None:
         ({"pct": 0}, "--pct: must be in (0, 100], got 0"),
         ({"pct": 100.5}, "--pct: must be in (0, 100], got 100.5"),
         ({"pct": -5}, "--pct: must be in (0, 100], got -5"),
+        # the value as given, not :g's rounding (1e+06) nor its 6 digits ("got 100" for 100.0000001)
+        ({"pct": 1000000}, "--pct: must be in (0, 100], got 1000000"),
+        ({"pct": 1000000.0}, "--pct: must be in (0, 100], got 1000000"),
+        ({"pct": 100.0000001}, "--pct: must be in (0, 100], got 100.0000001"),
+        ({"pct": 1e20}, "--pct: must be in (0, 100], got 1e+20"),
         ({"watts": 0.5}, "--watts: must be at least 1 W, got 0.5"),
         ({}, "cap: give exactly one of --watts, --pct, --restore, --from-twin, --schedule (got none)"),
         ({"pct": 50, "watts": 300},
