@@ -455,10 +455,8 @@ def parse_smi_xml(xml_text: str) -> list[GpuDevice]:
     return gpus
 
 
-def _supported_clocks(el: Element, parsed: dict[str | None, float | None],
-                      tables: list[list[_MemEntry]] | None = None,
-                      memo: dict[tuple[int, ...], dict[int, list[int]] | None] | None = None,
-                      ) -> dict[int, list[int]] | None:
+def _supported_clocks(el: Element, parsed: dict[str | None, float | None], tables: list[list[_MemEntry]] | None,
+                      memo: dict[tuple[int, ...], dict[int, list[int]] | None]) -> dict[int, list[int]] | None:
     """The supported clock table of one GPU. An H100 lists ~220 graphics clocks under each memory
     clock, the same texts (``1980 MHz``) on every GPU: ``parsed`` keeps each text's value, so
     each is parsed once per document. ``tables``: the tables :func:`_cut_clock_tables` cut out
@@ -466,7 +464,7 @@ def _supported_clocks(el: Element, parsed: dict[str | None, float | None],
     result of each combination of cut tables already read (every GPU of a model prints the same
     table), given to each GPU as a copy."""
     entries, key = _clock_entries(el, tables)
-    if memo is not None and key is not None and key in memo:
+    if key is not None and key in memo:
         known = memo[key]
         return None if known is None else {m: list(g) for m, g in known.items()}
     table: dict[int, list[int]] = {}
@@ -481,7 +479,7 @@ def _supported_clocks(el: Element, parsed: dict[str | None, float | None],
             gfx.append(parsed[text])
         table[int(mem)] = sorted((int(g) for g in gfx if g is not None), reverse=True)
     result = {m: table[m] for m in sorted(table, reverse=True)} if table else None
-    if memo is not None and key is not None:
+    if key is not None:
         memo[key] = None if result is None else {m: list(g) for m, g in result.items()}
     return result
 

@@ -12,8 +12,10 @@ Expected values are literal: the clock tables the fixture documents print.
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
 from typing import Any
+from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
 import pytest
@@ -59,6 +61,10 @@ def test_the_tables_of_nvidia_smis_documents_are_cut_and_read_as_elementtree_rea
     assert pieces is not None
     reduced, tables = pieces
     assert "supported_graphics_clock" not in reduced
+    # the rest of the document exactly as printed, each table an empty element naming it
+    assert reduced == re.sub(r"<supported_clocks>.*?</supported_clocks>", '<supported_clocks _joulectl_cut="0"/>',
+                             doc, flags=re.S)
+    assert ElementTree.fromstring(reduced).tag == "nvidia_smi_log"  # parsed as cut, no fallback
     assert reduced.count('<supported_clocks _joulectl_cut="0"/>') == 2  # both GPUs print one table
     assert tables == [[("2619 MHz", tuple(f"{g} MHz" for g in H100[2619])),
                        ("1593 MHz", ("1410 MHz", "1200 MHz", "990 MHz", "345 MHz"))]]
@@ -70,6 +76,21 @@ def test_the_tables_of_nvidia_smis_documents_are_cut_and_read_as_elementtree_rea
     # one table read for both GPUs, each given its own copy
     gpus[0].supported_clocks[2619].append(1)  # type: ignore[index]
     assert gpus[1].supported_clocks == H100
+
+
+def test_a_table_read_once_is_given_to_the_next_gpu_without_reading_its_texts(trees: ModuleType) -> None:
+    pieces = nvidia._cut_clock_tables(document(trees))
+    assert pieces is not None
+    first, second = ElementTree.fromstring(pieces[0]).findall("gpu")
+    memo: dict[tuple[int, ...], dict[int, list[int]] | None] = {}
+    parsed: dict[str | None, float | None] = {}
+    a = nvidia._supported_clocks(first, parsed, pieces[1], memo)
+    assert parsed["1980 MHz"] == 1980  # the first GPU's texts read
+    untouched: dict[str | None, float | None] = {}
+    b = nvidia._supported_clocks(second, untouched, pieces[1], memo)
+    assert untouched == {}  # the second GPU's table came from the memo
+    assert a == b == H100
+    assert a is not None and b is not None and a[2619] is not b[2619]  # each GPU its own copy
 
 
 def test_gpus_with_different_tables_and_an_empty_one(trees: ModuleType) -> None:
