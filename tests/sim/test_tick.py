@@ -410,8 +410,9 @@ def test_the_smallest_pl1_is_a_limit_and_zero_is_none(tmp_path: Path, pl1_uw: st
     assert rt.ledger.state["P.pkg1"] == pytest.approx(5.016896, abs=0.001)
 
 
-def test_a_refused_write_over_a_file_that_read_empty_puts_back_the_default(tmp_path: Path) -> None:
-    # nothing was in force to put back: the kernel's file reads the default again
+def empty_governor_node(tmp_path: Path) -> tuple[Path, Path, NodeRuntime]:
+    """A node whose policy0 ``scaling_governor`` reads empty, the governors' default
+    ``powersave``: (node, that file, a runtime started on it)."""
     node = build_node(tmp_path)
     gov = node / POLICY.format(0) / "scaling_governor"
     gov.write_text("")
@@ -419,7 +420,12 @@ def test_a_refused_write_over_a_file_that_read_empty_puts_back_the_default(tmp_p
     for w in model.writables:
         if w.kind == "cpufreq_governor":
             w.rule.default = "powersave\n"
-    rt = NodeRuntime(str(node), model, BaseLoad())
+    return node, gov, NodeRuntime(str(node), model, BaseLoad())
+
+
+def test_a_refused_write_over_a_file_that_read_empty_puts_back_the_default(tmp_path: Path) -> None:
+    # nothing was in force to put back: the kernel's file reads the default again
+    _, gov, rt = empty_governor_node(tmp_path)
     tick(rt, 1)
     gov.write_text("turbo\n")
     tick(rt, 2)

@@ -16,7 +16,7 @@ import pytest
 from joulectl.sim import inotify, layout
 from joulectl.sim import tick as tick_mod
 from joulectl.sim.tick import BaseLoad, NodeRuntime, ReadbackMarks
-from tests.sim.test_tick import POLICY, RAPL, T0, _Profile, _saved_cache, build_node, runtime
+from tests.sim.test_tick import POLICY, RAPL, T0, _Profile, _saved_cache, build_node, empty_governor_node, runtime
 
 CPUFREQ = "sys/devices/system/cpu/cpufreq"
 NO_TURBO = "sys/devices/system/cpu/intel_pstate/no_turbo"
@@ -380,20 +380,13 @@ def test_an_empty_writable_file_is_left_alone_at_a_resume_as_at_a_first_start(tm
     # back: test_a_refused_write_over_a_file_that_read_empty_puts_back_the_default); stopped and
     # resumed with another file missing at the stop (-1s), the empty file (size 0) did not move
     # while the simulator was down: no event, no write, still empty
-    node = build_node(tmp_path)
-    gov = node / POLICY.format(0) / "scaling_governor"
-    gov.write_text("")
-    model = layout.scan(str(node), node.name, None)
-    for w in model.writables:
-        if w.kind == "cpufreq_governor":
-            w.rule.default = "powersave\n"
-    rt = NodeRuntime(str(node), model, BaseLoad())
+    node, gov, rt = empty_governor_node(tmp_path)
     _tick(rt, 1)
     assert gov.read_text() == ""
     assert not rt.events
     (node / POLICY.format(3) / "scaling_governor").unlink()
     _stop_with_signature(node, rt, {f"{POLICY.format(3)}/scaling_governor": [-1, -1, -1]})
-    rt2 = NodeRuntime(str(node), model, BaseLoad())
+    rt2 = NodeRuntime(str(node), rt.model, BaseLoad())
     assert rt2.marks.full_poll  # resumed from the start-up cache
     _tick(rt2, 2)
     assert gov.read_text() == ""

@@ -256,6 +256,16 @@ def test_a_clean_stop_resumes_from_the_caches_copy_of_the_ledger(tmp_path: Path,
     again.close_files()
 
 
+def _start_reading_the_ledger_file(node: Path, monkeypatch: pytest.MonkeyPatch) -> NodeRuntime:
+    """A runtime started again on ``node``, which must read the ledger file once (no cache copy)."""
+    reads: list[str] = []
+    load = lg.load
+    monkeypatch.setattr(lg, "load", lambda node_dir: reads.append(node_dir) or load(node_dir))
+    again = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6))  # type: ignore[arg-type]
+    assert reads == [str(node)]
+    return again
+
+
 def test_a_cache_not_written_by_save_cache_gives_no_ledger_copy(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     node = build_node(tmp_path, "n1")
@@ -263,11 +273,7 @@ def test_a_cache_not_written_by_save_cache_gives_no_ledger_copy(tmp_path: Path,
     rt.save_cache()
     cache = node / "state/tick-cache.json"
     cache.write_text(json.dumps(json.loads(cache.read_text()), indent=1))  # same document, other bytes
-    reads: list[str] = []
-    load = lg.load
-    monkeypatch.setattr(lg, "load", lambda node_dir: reads.append(node_dir) or load(node_dir))
-    again = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6))  # type: ignore[arg-type]
-    assert reads == [str(node)]
+    again = _start_reading_the_ledger_file(node, monkeypatch)
     assert again.ledger.tick == 1
     assert json.loads(cache.read_text())["u"] == 0
 
@@ -286,11 +292,7 @@ def test_a_cache_whose_last_u_says_used_gives_no_ledger_copy(tmp_path: Path,
     used = raw[:-1] + b',"u":1}'
     cache.write_bytes(used)
     assert json.loads(used)["u"] == 1
-    reads: list[str] = []
-    load = lg.load
-    monkeypatch.setattr(lg, "load", lambda node_dir: reads.append(node_dir) or load(node_dir))
-    again = NodeRuntime(str(node), _model(node), BaseLoad(cpu_util=0.6))  # type: ignore[arg-type]
-    assert reads == [str(node)]
+    again = _start_reading_the_ledger_file(node, monkeypatch)
     assert again.ledger.tick == 1
     assert cache.read_bytes() == used  # not marked in place either
 
