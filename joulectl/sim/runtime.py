@@ -363,6 +363,10 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str,
         main_end.close()
     try:
         shard = Shard(entries, nvml_io, mode)
+        # The shard's nodes live as long as the worker: frozen out of the collector's view, so that
+        # a full collection no longer walks every node's objects mid-tick (0.1-0.17 s for 5,000
+        # cut-down nodes here, the slowest ticks of a 10,000-node run).
+        gc.freeze()
         gc.enable()  # off in the parent while it forked (see run_entries)
         conn.send(("ready", shard.startup_events()))
         while True:
@@ -641,6 +645,7 @@ def run_entries(
         gc.disable()
         try:
             pool = _Pool(shards, _nvml_io(), mode)
+            gc.freeze()  # the nodes' models live as long as the run: out of every full collection
         finally:
             gc.enable()
     try:
@@ -705,6 +710,7 @@ def run_entries(
             if progress is not None:
                 progress(k, total, samples)
     finally:
+        gc.unfreeze()  # a caller that lives on (tests, the what-if twin) collects as before
         pool.close()
         if old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)
