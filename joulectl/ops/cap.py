@@ -817,7 +817,7 @@ def _run(host: Host, req: CapRequest, deps: Deps) -> CapReport:
     req = replace(req)  # twin and schedule resolution fill the settings in on a copy
     inv = deps.get_inventory()(host, gpus=True if req.mode in ("twin", "schedule") else req.wants_gpu,
                                cpu=True if req.mode in ("twin", "schedule") else req.wants_cpu,
-                               node_name=req.node_name)
+                               node_name=req.node_name, gpu_details=req.mode in ("twin", "schedule"))
     report = CapReport(node=inv.host.hostname, dry_run=req.dry_run, mode=req.mode)
     if req.mode == "twin":
         twin = _pick_twin(req, inv.host.hostname)

@@ -128,12 +128,14 @@ class Node:
     virtual: bool = False
     writer: FakeWriter = field(default_factory=FakeWriter)
     inventories: int = 0
+    gpu_details_asked: list[bool] = field(default_factory=list)
     governor_calls: list[tuple[str, bool, bool]] = field(default_factory=list)
     governor_error: Exception | None = None
 
     def inventory(self, host: Host, *, gpus: bool = True, cpu: bool = True,
-                  node_name: str | None = None) -> NodeInventory:
+                  node_name: str | None = None, gpu_details: bool = True) -> NodeInventory:
         self.inventories += 1
+        self.gpu_details_asked.append(gpu_details)
         devs = []
         for g in self.gpus:
             if g.bus_id in self.writer.values:
@@ -447,9 +449,10 @@ def _inventory_recorded(node: Node) -> tuple[Any, list[tuple[bool, bool]]]:
     """``node``'s deps whose inventory records what each call asked for: (GPUs, CPU)."""
     calls: list[tuple[bool, bool]] = []
 
-    def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None) -> NodeInventory:
+    def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str | None = None,
+                  gpu_details: bool = True) -> NodeInventory:
         calls.append((gpus, cpu))
-        return node.inventory(host, gpus=gpus, cpu=cpu, node_name=node_name)
+        return node.inventory(host, gpus=gpus, cpu=cpu, node_name=node_name, gpu_details=gpu_details)
 
     deps = node.deps()
     deps.inventory = inventory
@@ -700,6 +703,20 @@ def test_twin_pct_only_and_explicit_target_narrows(host: Host, tmp_path: Path) -
     node = Node([gpu(0)], [zone(0)])
     report = run(host, node, from_twin=_twin(tmp_path, text), gpu=True)
     assert [(r.kind, r.target_w) for r in report.results] == [("gpu", 420)]
+
+
+@pytest.mark.parametrize("flags", [{"pct": 60}, {"watts": 300}, {"restore": True}])
+def test_a_cap_in_watts_or_percent_asks_no_gpu_details(host: Host, flags: dict[str, Any]) -> None:
+    # no catalog entry and no governor presets: a cap in watts, percent or a restore reads neither
+    node = Node([gpu(0)])
+    run(host, node, **flags)
+    assert node.gpu_details_asked == [False]
+
+
+def test_a_twin_asks_the_gpu_details_its_governor_needs(host: Host, tmp_path: Path) -> None:
+    node = Node([gpu(0)])
+    run(host, node, from_twin=_twin(tmp_path, TWIN), gpu=True)
+    assert node.gpu_details_asked == [True]
 
 
 def test_twin_governor_goes_through_apply_preset(host: Host, tmp_path: Path) -> None:

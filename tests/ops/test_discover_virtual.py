@@ -47,3 +47,22 @@ def test_a_gpu_only_inventory_reports_the_guest(tmp_path: Path, flags: str, virt
     inv = inventory(Host(str(tmp_path)), gpus=False, cpu=False)
     assert inv.cpu.virtual is virtual
     assert inv.host.virtual is virtual
+
+
+@pytest.mark.parametrize("profile", ["nvidia-h100-sxm-8gpu", "amd-instinct-mi300x-8gpu"])
+def test_without_gpu_details_the_gpus_are_the_same_but_for_catalog_and_presets(tmp_path: Path,
+                                                                               profile: str) -> None:
+    # cap --watts/--pct/--restore asks no GPU details: same devices, models and limits, no catalog
+    # entry, no governor presets (discover's own inventory keeps both)
+    from tests.sim.conftest import render_one
+
+    host = Host(str(render_one(tmp_path, profile)))
+    full = inventory(host, cpu=False).gpus
+    bare = inventory(host, cpu=False, gpu_details=False).gpus
+    assert len(full) == len(bare) == 8
+    assert all(d.catalog_key is not None and d.governor_presets for d in full)
+    assert all(d.catalog_key is None and d.governor_presets == () for d in bare)
+    assert [(d.index, d.bus_id, d.model, d.cap_range, d.current_cap_w) for d in bare] == \
+           [(d.index, d.bus_id, d.model, d.cap_range, d.current_cap_w) for d in full]
+    model = "NVIDIA H100 80GB HBM3" if profile.startswith("nvidia") else "AMD Instinct MI300X"
+    assert {d.model for d in bare} == {model}
