@@ -364,8 +364,8 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str,
     try:
         shard = Shard(entries, nvml_io, mode)
         # The shard's nodes live as long as the worker: frozen out of the collector's view, so that
-        # a full collection no longer walks every node's objects mid-tick (0.1-0.17 s for 5,000
-        # cut-down nodes here, the slowest ticks of a 10,000-node run).
+        # a full collection no longer walks every node's objects mid-tick (0.1-0.17 s of CPU for
+        # 5,000 cut-down nodes here; docs/PERFORMANCE.md).
         gc.freeze()
         gc.enable()  # off in the parent while it forked (see run_entries)
         conn.send(("ready", shard.startup_events()))
