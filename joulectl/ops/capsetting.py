@@ -24,13 +24,6 @@ class CapSetting:
     pct: float | None = None
     restore: bool = False
 
-    def describe(self) -> str:
-        if self.restore:
-            return "restore"
-        if self.pct is not None:
-            return f"{number_text(self.pct)} %"
-        return f"{number_text(self.watts)} W" if self.watts is not None else "nothing"
-
     def to_dict(self) -> dict[str, Any]:
         if self.restore:
             return {"restore": True}

@@ -143,7 +143,7 @@ def template(prof: Profile) -> Template:
                 ordered.append(sub)
     t.dirs = ordered
     t.finish()
-    node_files_expected(t)
+    _node_files_expected(t)
     if len(_TEMPLATES) >= 32:  # a long-lived process (tests, a planner) sees many profiles
         _TEMPLATES.pop(next(iter(_TEMPLATES)))
     _TEMPLATES[key] = t
@@ -169,7 +169,7 @@ def node_files(node: SpecNode, t: Template) -> list[tuple[str, bytes, int]]:
     return files
 
 
-def node_files_expected(t: Template) -> None:
+def _node_files_expected(t: Template) -> None:
     """Add :func:`node_files`' paths to the template's ``expected`` entries (for resume checks)."""
     for rel in ("etc/hostname", "proc/sys/kernel/hostname", "state/node.json", "state/manifest.json"):
         parent, _, name = rel.rpartition("/")
