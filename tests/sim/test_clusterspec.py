@@ -94,6 +94,8 @@ BAD: list[tuple[str, Any, str]] = [
      "spec.pools[0].coolingZone: unknown cooling zone 'z9' (known: z1)"),
     ("bad-base-load", spec_doc([{"name": "a", "profile": "vm-no-powercap", "baseLoad": {"cpuUtil": 1.5}}]),
      "spec.pools[0].baseLoad.cpuUtil: must be at most 1, found 1.5"),
+    ("huge-base-load", spec_doc([{"name": "a", "profile": "vm-no-powercap", "baseLoad": {"cpuUtil": 1000000}}]),
+     "spec.pools[0].baseLoad.cpuUtil: must be at most 1, found 1000000"),  # as written, not :g's 1e+06
     ("unknown-pool-key", spec_doc([{"name": "a", "profile": "vm-no-powercap", "replicas": 2}]),
      "spec.pools[0].replicas: unknown key 'replicas'"),
     ("no-pools", spec_doc([]), "spec.pools: at least one pool is required"),
