@@ -139,6 +139,9 @@ def test_a_relative_or_unusual_script_path_runs_python(trees: dict[str, Path]) -
     assert smi(tree, *RB, cwd=tree, exe="bin/nvidia-smi") == (H100_RB, "python")
     assert smi(tree, *RB, exe=f"{tree}/bin/../bin/nvidia-smi") == (H100_RB, "python")
     assert smi(tree, *RB, exe=f"{tree}/./bin/nvidia-smi") == (H100_RB, "python")
+    # each of those calls prepared the answers of a state they were already prepared for: the
+    # temporary links of that (a rename of a link onto the same inode does nothing) are gone
+    assert sorted(os.listdir(tree / "state/nvsmi-answers")) == ["qx", "qx.state", "rb", "rb.state"]
 
 
 def test_after_pl_the_readback_is_the_shells_and_shows_the_write(h100: Path) -> None:

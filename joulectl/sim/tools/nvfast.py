@@ -126,8 +126,10 @@ def publish(root: str, answers: dict[str, str], read: Any) -> bool:
             _unlink(tmp)
             posix.link(anchor, tmp)
             made.append(tmp)
+            # Left in ``made`` after the rename: where ``<name>.state`` already is a link to the
+            # same inode (the state unchanged since the last answers), rename(2) does nothing and
+            # succeeds, and the temporary name stays; elsewhere it is gone and the unlink fails quietly.
             posix.rename(tmp, f"{folder}/{name}.state")
-            made.remove(tmp)
         return True
     except OSError:
         return False
