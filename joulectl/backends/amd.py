@@ -107,8 +107,9 @@ def _uw(host: Host, path: str) -> tuple[float | None, str | None]:
         return None, str(e)
 
 
-def discover(host: Host) -> list[GpuDevice]:
-    """Every amdgpu device with ``power1_cap``, sorted by bus id (index assigned by ops)."""
+def discover(host: Host, *, details: bool = True) -> list[GpuDevice]:
+    """Every amdgpu device with ``power1_cap``, sorted by bus id (index assigned by ops); sysfs
+    reads are cheap, so ``details`` changes nothing."""
     found: list[tuple[GpuDevice, int | None]] = []
     for dev_path, hwmon, device_id in _amdgpu_functions(host):
         cap_file = f"{hwmon}/power1_cap"

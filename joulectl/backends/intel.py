@@ -101,8 +101,9 @@ def _other_limits(host: Host, hwmon: str, channels: tuple[int, ...]) -> tuple[di
     return limits, files
 
 
-def discover(host: Host) -> list[GpuDevice]:
-    """Every discrete Intel GPU with an i915 or xe hwmon, sorted by bus id."""
+def discover(host: Host, *, details: bool = True) -> list[GpuDevice]:
+    """Every discrete Intel GPU with an i915 or xe hwmon, sorted by bus id (``details`` changes
+    nothing: sysfs reads are cheap)."""
     gpus = []
     for dev_path, device_id, hwmon, driver in _functions(host):
         bus_id = dev_path.rsplit("/", 1)[1].lower()

@@ -53,10 +53,21 @@ TRANSPORT_ENV = "JOULECTL_NVIDIA_TRANSPORT"
 SMI = "nvidia-smi"
 QUERY_ARGV = (SMI, "-q", "-x")
 READBACK_ARGV = (SMI, "--query-gpu=pci.bus_id,power.limit,enforced.power.limit", "--format=csv,noheader,nounits")
+#: What a cap needs of each GPU (``discover(host, details=False)``), one CSV line a GPU, the name
+#: last (the only field whose text is free). A fraction of what ``-q -x`` costs: the document is
+#: every counter and every supported clock of every GPU (140 KB on eight H100s), which the driver
+#: gathers and joulectl parses.
+#: (``power.management`` is not asked: ``<gpu_power_readings>`` has no such element, so a GPU that
+#: cannot be capped is found as it is through ``-q -x``, by the write's "not supported" answer.)
+INVENTORY_FIELDS = ("pci.bus_id", "uuid", "power.min_limit", "power.max_limit", "power.default_limit",
+                    "power.limit", "enforced.power.limit", "power.draw", "mig.mode.current", "persistence_mode",
+                    "name")
+INVENTORY_ARGV = (SMI, f"--query-gpu={','.join(INVENTORY_FIELDS)}", "--format=csv,noheader,nounits")
 
 _NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
-__all__ = ["discover", "is_available", "parse_smi_xml", "parse_value", "set_caps", "transport", "vendor"]
+__all__ = ["discover", "is_available", "parse_smi_csv", "parse_smi_xml", "parse_value", "set_caps", "transport",
+           "vendor"]
 
 
 # -- transport ----------------------------------------------------------------------------------
@@ -129,10 +140,13 @@ def _mig(value: str | None) -> str | None:
 # -- discover ---------------------------------------------------------------------------------------
 
 
-def discover(host: Host) -> list[GpuDevice]:
+def discover(host: Host, *, details: bool = True) -> list[GpuDevice]:
     """Every physical NVIDIA GPU (never MIG devices), in NVML / nvidia-smi order.
 
-    Raises :class:`BackendUnavailable` when the GPUs cannot be listed at all.
+    ``details=False`` (a cap): through nvidia-smi, the power limits, identity, MIG and persistence
+    modes only (:data:`INVENTORY_ARGV`), no architecture, clocks or clock tables; ``-q -x`` where
+    that query fails (a driver without one of its fields). Raises :class:`BackendUnavailable`
+    when the GPUs cannot be listed at all.
     """
     forced = transport(host)
     nvml_problem = None
@@ -146,7 +160,7 @@ def discover(host: Host) -> list[GpuDevice]:
                 raise BackendUnavailable(f"NVML: {e}") from e
             nvml_problem = f"NVML: {e}"
     try:
-        return _discover_smi(host)
+        return _discover_smi(host, details)
     except BackendUnavailable as e:
         if nvml_problem:
             raise BackendUnavailable(f"{nvml_problem}; {e}") from e
@@ -253,13 +267,67 @@ def _first_line(*texts: str) -> str:
     return "no output"
 
 
-def _discover_smi(host: Host) -> list[GpuDevice]:
+def _discover_smi(host: Host, details: bool = True) -> list[GpuDevice]:
+    if not details:
+        res = _run_smi(host, INVENTORY_ARGV)
+        if res.returncode == 0:
+            try:
+                return parse_smi_csv(res.stdout)
+            except BackendUnavailable:
+                pass  # whatever this driver printed, its -q -x document decides
+        # else a driver that does not know a field ('Field "mig.mode.current" is not a valid field
+        # to query.'): the whole document has what it knows
     res = _run_smi(host, QUERY_ARGV)
     if res.returncode != 0:
         raise BackendUnavailable(
             f"nvidia-smi -q -x failed (exit {res.returncode}): {_first_line(res.stderr, res.stdout)}"
         )
     return parse_smi_xml(res.stdout)
+
+
+def _text(value: str) -> str | None:
+    return value or None
+
+
+def parse_smi_csv(text: str) -> list[GpuDevice]:
+    """The GPUs of an :data:`INVENTORY_ARGV` answer, in its order (the nvidia-smi index), read as
+    :func:`parse_smi_xml` reads the same facts of a ``-q -x`` document (``<gpu_power_readings>``):
+    tokens are unknown, a missing default is the maximum. Raises :class:`BackendUnavailable` for a
+    line without every field."""
+    from joulectl.backends.nvidia_messages import BUS
+
+    count = len(INVENTORY_FIELDS)
+    gpus: list[GpuDevice] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(",", count - 1)]
+        if len(parts) != count:
+            raise BackendUnavailable(f"nvidia-smi --query-gpu printed {len(parts)} of the {count} fields asked "
+                                     f"in {line.strip()[:200]!r}")
+        bus_raw, uuid, min_t, max_t, default_t, limit_t, enforced_t, draw_t, mig, persistence, name = parts
+        index = len(gpus)
+        min_w, max_w, cap_w = parse_value(min_t), parse_value(max_t), parse_value(limit_t)
+        default_w = parse_value(default_t)
+        gpus.append(
+            GpuDevice(
+                index=index,
+                bus_id=normalize_bus_id(bus_raw) if re.fullmatch(BUS, bus_raw) else f"nvidia-index-{index}",
+                vendor=vendor,
+                driver="nvidia",
+                raw_model=_text(name),
+                model=None,
+                uuid=_text(uuid),
+                cap_range=PowerRange(min_w, max_w, default_w if default_w is not None else max_w),
+                current_cap_w=cap_w,
+                enforced_cap_w=parse_value(enforced_t),
+                power_w=parse_value(draw_t),
+                mig=_mig(mig),
+                control=_control(min_w, max_w, cap_w, None),
+                persistence_mode=_text(persistence),
+            )
+        )
+    return gpus
 
 
 def _find(el: Element, path: str) -> str | None:

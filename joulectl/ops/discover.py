@@ -70,9 +70,10 @@ def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str
 
     ``policy_details``: every cpufreq policy's CPUs and current clock too (the governor commands);
     discover and cap report the aggregates only (:func:`joulectl.backends.cpu.read_policies`).
-    ``gpu_details``: each GPU's catalog entry (``catalog_key``, a missing ``architecture``) and
-    governor presets; a cap in watts or percent needs neither (the catalog and the governor
-    modules cost about 3 ms to load)."""
+    ``gpu_details``: each GPU's catalog entry (``catalog_key``, a missing ``architecture``),
+    governor presets, and what the backend reads besides the limits (NVIDIA: architecture,
+    clocks and clock tables, by ``-q -x``); a cap in watts or percent needs none of it (the
+    catalog and the governor modules cost about 3 ms to load, an eight-H100 ``-q -x`` 5 ms)."""
     if cpu:
         from joulectl.backends import cpu as cpu_backend
 
@@ -116,7 +117,7 @@ def _discover_gpus(host: Host, details: bool = True) -> tuple[list[GpuDevice], d
         if getattr(backend, "PROBE_FIRST", False) and not backend.is_available(host):
             continue
         try:
-            found = backend.discover(host)
+            found = backend.discover(host, details=details)
         except BackendUnavailable as e:
             errors[backend.vendor] = str(e)
             continue

@@ -139,8 +139,11 @@ def test_h100_pct_60_one_query_one_write_one_readback(cluster: Path) -> None:
     report = execute(host, build_request(pct=60))
     assert [(r.before_w, r.target_w, r.after_w, r.status) for r in report.results] == [
         (700, 420, 420, Status.APPLIED)] * 8
+    # the inventory is the CSV query of what a cap needs, not the whole -q -x document
     assert [c[1:2] for c in host.tool_calls] == [
-        ("-q",), ("-i",), ("--query-gpu=pci.bus_id,power.limit,enforced.power.limit",)]
+        ("--query-gpu=pci.bus_id,uuid,power.min_limit,power.max_limit,power.default_limit,power.limit,"
+         "enforced.power.limit,power.draw,mig.mode.current,persistence_mode,name",),
+        ("-i",), ("--query-gpu=pci.bus_id,power.limit,enforced.power.limit",)]
     write = host.tool_calls[1]
     assert write[3:] == ("-pl", "420") and len(write[2].split(",")) == 8
     assert smi_limits(cluster, "h100-0") == [420.0] * 8

@@ -25,6 +25,8 @@ from tests.sim.conftest import render_one
 
 QX = ("-q", "-x")
 RB = ("--query-gpu=pci.bus_id,power.limit,enforced.power.limit", "--format=csv,noheader,nounits")
+INV = ("--query-gpu=pci.bus_id,uuid,power.min_limit,power.max_limit,power.default_limit,power.limit,"
+       "enforced.power.limit,power.draw,mig.mode.current,persistence_mode,name", "--format=csv,noheader,nounits")
 H100_RB = """\
 00000000:18:00.0, 700.00, 700.00
 00000000:2A:00.0, 700.00, 700.00
@@ -63,7 +65,7 @@ def untimed(xml: str) -> str:
 
 def served_answers(tree: Path) -> None:
     """Prepare the answers (a first call of each form, answered by Python)."""
-    for form in (QX, RB):
+    for form in (QX, RB, INV):
         smi(tree, *form)
     assert smi(tree, *RB)[1] == "shell"
 
@@ -87,7 +89,8 @@ def h100(tmp_path: Path) -> Path:
 def test_the_forms_are_the_backends_queries() -> None:
     from joulectl.backends import nvidia
 
-    assert {"qx": nvidia.QUERY_ARGV[1:], "rb": nvidia.READBACK_ARGV[1:]} == nvfast.FORMS
+    forms = {"qx": nvidia.QUERY_ARGV, "rb": nvidia.READBACK_ARGV, "inv": nvidia.INVENTORY_ARGV}
+    assert {name: argv[1:] for name, argv in forms.items()} == nvfast.FORMS
 
 
 def test_a_fresh_node_is_answered_by_python_then_by_the_shell(h100: Path) -> None:
@@ -109,6 +112,9 @@ def test_shell_answers_are_the_python_tools(trees: dict[str, Path], name: str) -
     assert rb == python_tool(tree, *RB)
     if name == "h100":
         assert rb == H100_RB
+    inv, who = smi(tree, *INV)
+    assert who == "shell"
+    assert inv == python_tool(tree, *INV) and inv.count("\n") == {"l40s": 4}.get(name, 8)
     before = time.time()
     qx, who = smi(tree, *QX)
     after = time.time()
@@ -141,7 +147,8 @@ def test_a_relative_or_unusual_script_path_runs_python(trees: dict[str, Path]) -
     assert smi(tree, *RB, exe=f"{tree}/./bin/nvidia-smi") == (H100_RB, "python")
     # each of those calls prepared the answers of a state they were already prepared for: the
     # temporary links of that (a rename of a link onto the same inode does nothing) are gone
-    assert sorted(os.listdir(tree / "state/nvsmi-answers")) == ["qx", "qx.state", "rb", "rb.state"]
+    assert sorted(os.listdir(tree / "state/nvsmi-answers")) == ["inv", "inv.state", "qx", "qx.state", "rb",
+                                                                "rb.state"]
 
 
 def test_after_pl_the_readback_is_the_shells_and_shows_the_write(h100: Path) -> None:
@@ -153,10 +160,17 @@ def test_after_pl_the_readback_is_the_shells_and_shows_the_write(h100: Path) -> 
     assert who == "shell"
     assert out == H100_RB.replace("18:00.0, 700.00, 700.00", "18:00.0, 450.00, 450.00").replace(
         "2A:00.0, 700.00, 700.00", "2A:00.0, 450.00, 450.00")
-    qx, who = smi(h100, *QX)
+    inv, who = smi(h100, *INV)
     assert who == "shell"
+    assert inv.count(", 450.00, 450.00, ") == 2
+    # the -q -x document is not prepared by a write (a third of its work): Python answers it, and
+    # prepares it
+    qx, who = smi(h100, *QX)
+    assert who == "python"
     assert qx.count("<requested_power_limit>450.00 W</requested_power_limit>") == 2
+    assert smi(h100, *QX)[1] == "shell"
     assert untimed(qx) == untimed(python_tool(h100, *QX))
+    assert inv == python_tool(h100, *INV)
 
 
 def test_a_failed_pl_leaves_valid_answers_valid(h100: Path) -> None:
@@ -246,5 +260,6 @@ def test_publish_writes_nothing_for_a_state_replaced_since_it_was_read(h100: Pat
     st = os.stat(h100 / "state/nvml.json")
     assert nvfast.publish(str(h100), {"qx": "<nvidia_smi_log>\n</nvidia_smi_log>\n"}, st) is False
     assert nvfast.publish(str(h100), {"rb": "é\n"}, st) is False
+    assert nvfast.publish(str(h100), {"rb": H100_RB.rstrip("\n")}, st) is False  # the shell prints whole lines
     assert nvfast.publish(str(h100), {"rb": H100_RB}, st) is True
     assert sorted(os.listdir(h100 / "state/nvsmi-answers")) == ["rb", "rb.state"]

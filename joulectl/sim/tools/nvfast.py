@@ -1,11 +1,12 @@
 """Prepared answers of the fake ``nvidia-smi``: its read-only queries answered without Python.
 
-joulectl's NVIDIA backend asks an emulated node two read-only questions: ``-q -x`` (the inventory
-of discover and cap) and the cap's readback ``--query-gpu=pci.bus_id,power.limit,enforced.power.limit
+joulectl's NVIDIA backend asks an emulated node three read-only questions: ``-q -x`` (the inventory
+of discover), the cap's inventory ``--query-gpu=pci.bus_id,uuid,...,name --format=csv,noheader,nounits``
+and the cap's readback ``--query-gpu=pci.bus_id,power.limit,enforced.power.limit
 --format=csv,noheader,nounits``. Each Python start of the tool costs more CPU than joulectl's own
 work on such a node, so the rendered ``bin/nvidia-smi`` is a POSIX shell script first (and the same
 Python script as before after the shell part, which a Python interpreter reads as a string): for
-exactly those two argument lists it prints a prepared answer from ``state/nvsmi-answers/`` when the
+exactly those argument lists it prints a prepared answer from ``state/nvsmi-answers/`` when the
 answer is valid, and ``exec``\\ s the Python tool in every other case.
 
 An answer ``<form>`` is valid while
@@ -20,8 +21,10 @@ An answer ``<form>`` is valid while
   the kernel's coarse clock, makes the state newer than the answer.
 
 The answers are written by the Python tool under the state's lock, from the state it read (after
-checking the link is the inode it read): after a query of one of the two forms that it answered
-itself, and after a set command that wrote the state. The tick loop only invalidates them (its
+checking the link is the inode it read): all three after a query of one of the forms that it
+answered itself; the two CSV ones after a set command that wrote the state (the ``-q -x`` document
+would be a third of such a call's work, for a query a cap does not send; the next ``-q -x`` is
+answered by Python and prepares it again). The tick loop only invalidates them (its
 write is a rename). Where a hard link cannot be made (``simulate run --fuse`` refuses ``link``
 through the mount, and its inode numbers are per path there), nothing is written and every call
 is answered by Python. The ``-q -x`` answer is stored as printed; the shell prints it with the
@@ -46,6 +49,9 @@ ANSWERS = "state/nvsmi-answers"
 FORMS: dict[str, tuple[str, ...]] = {
     "qx": ("-q", "-x"),
     "rb": ("--query-gpu=pci.bus_id,power.limit,enforced.power.limit", "--format=csv,noheader,nounits"),
+    "inv": ("--query-gpu=pci.bus_id,uuid,power.min_limit,power.max_limit,power.default_limit,power.limit,"
+            "enforced.power.limit,power.draw,mig.mode.current,persistence_mode,name",
+            "--format=csv,noheader,nounits"),
 }
 #: The line of the ``-q -x`` answer the shell replaces with the current time.
 TIMESTAMP_PREFIX = "\t<timestamp>"
@@ -75,9 +81,11 @@ def publish(root: str, answers: dict[str, str], read: Any) -> bool:
     """Write ``answers`` ({name: text printed}) for the state whose ``fstat`` is ``read``; the
     caller holds the state's lock. Never raises for the file system: returns whether they were
     written (False: the state changed since it was read, a link cannot be made, an answer is not
-    ASCII, the ``-q -x`` text has no timestamp line)."""
+    ASCII, the ``-q -x`` text has no timestamp line, a query's text does not end in a newline)."""
     for name, text in answers.items():
         if not text.isascii() or (name == "qx" and f"\n{TIMESTAMP_PREFIX}" not in text):
+            return False
+        if name != "qx" and not text.endswith("\n"):  # the shell prints whole lines only
             return False
     base = root.rstrip("/")
     state = f"{base}/state/nvml.json"
@@ -140,8 +148,8 @@ def publish(root: str, answers: dict[str, str], read: Any) -> bool:
 
 def launcher(python: str, pkg_parent: str, date: str, cat: str) -> bytes:
     """``bin/nvidia-smi``: the shell fast path, then the Python tool (run by ``python -S``)."""
-    qx, rb = FORMS["qx"], FORMS["rb"]
-    for text in (python, pkg_parent, date, cat, *qx, *rb):
+    qx, rb, inv = FORMS["qx"], FORMS["rb"], FORMS["inv"]
+    for text in (python, pkg_parent, date, cat, *qx, *rb, *inv):
         if "'" in text or "\n" in text:
             raise ValueError(f"cannot quote {text!r} in the tool script")
     sh = (
@@ -155,10 +163,15 @@ def launcher(python: str, pkg_parent: str, date: str, cat: str) -> bytes:
         "/*/*)\n"
         "  s=${0%/*/*}/state/nvml.json a=${0%/*/*}/" + ANSWERS + " f=\n"
         f"  if [ $# = 2 ] && [ \"$1\" = '{qx[0]}' ] && [ \"$2\" = '{qx[1]}' ]; then f=qx\n"
-        f"  elif [ $# = 2 ] && [ \"$1\" = '{rb[0]}' ] && [ \"$2\" = '{rb[1]}' ]; then f=rb; fi\n"
+        f"  elif [ $# = 2 ] && [ \"$1\" = '{rb[0]}' ] && [ \"$2\" = '{rb[1]}' ]; then f=rb\n"
+        f"  elif [ $# = 2 ] && [ \"$1\" = '{inv[0]}' ] && [ \"$2\" = '{inv[1]}' ]; then f=inv; fi\n"
         "  if [ -n \"$f\" ] && [ \"$s\" -ef \"$a/$f.state\" ] && ! [ \"$s\" -nt \"$a/$f\" ]; then\n"
-        "    if [ $f = rb ]; then\n"
-        f"      {{ exec '{cat}' <&3; }} 3<\"$a/rb\"\n"
+        "    if [ $f != qx ]; then\n"
+        "      # a line a GPU, each ending in a newline: printed by the shell, no process started\n"
+        "      {\n"
+        "        while IFS= read -r l <&3; do printf '%s\\n' \"$l\" || exit 1; done\n"
+        "        exit 0\n"
+        "      } 3<\"$a/$f\"\n"
         "    else\n"
         f"      t=$(LC_ALL=C exec '{date}' '+{_DATE_FORMAT}') && [ -n \"$t\" ] && {{\n"
         "        while IFS= read -r l <&3; do\n"

@@ -198,11 +198,9 @@ def _supported(g: dict[str, Any]) -> list[tuple[int, list[int]]]:
 # -- queries ----------------------------------------------------------------------------------------
 
 
-def _field(g: dict[str, Any], state: dict[str, Any], name: str, units: bool) -> str | None:
-    """One --query-gpu value (None: unknown field)."""
-    tok = _token(g, name)
-    if tok is not None:
-        return tok
+def _fields(g: dict[str, Any], state: dict[str, Any], units: bool) -> dict[str, Any]:
+    """The --query-gpu fields of a GPU: name -> a function of no argument giving its value (a
+    field's token, when the GPU has one, is :func:`_token`'s)."""
     p = g["power"]
     c = g["clocks"]
 
@@ -274,8 +272,7 @@ def _field(g: dict[str, Any], state: dict[str, Any], name: str, units: bool) -> 
         "memory.free": lambda: mib(int(g.get("memoryTotalMiB", 0)) - int(g.get("memoryReservedMiB", 0))),
         "fan.speed": lambda: "[N/A]",
     }
-    fn = table.get(name)
-    return None if fn is None else str(fn())
+    return table
 
 
 _UNITS = {"W": ("power.limit", "enforced.power.limit", "power.default_limit", "power.min_limit", "power.max_limit",
@@ -316,14 +313,20 @@ def _query_gpu_text(state: dict[str, Any], gpus: list[dict[str, Any]], fields_te
     if not names:
         return INVALID, "No query fields given. Please run 'nvidia-smi --help-query-gpu' for help.\n"
     probe = gpus[0] if gpus else (state.get("gpus") or [{}])[0]
+    known = _fields(probe, state, units) if probe else {}
     for name in names:
-        if probe and _field({**probe, "fieldSupport": {}}, state, name, units) is None:
+        if probe and name not in known:
             return INVALID, f'Field "{name}" is not a valid field to query.\n\n'
     lines = []
     if "noheader" not in parts:
         lines.append(", ".join(_header(n, units) for n in names))
     for g in gpus:
-        lines.append(", ".join(str(_field(g, state, n, units)) for n in names))
+        table = _fields(g, state, units)
+        values = []
+        for name in names:
+            tok = _token(g, name)
+            values.append(tok if tok is not None else str(table[name]()))
+        lines.append(", ".join(values))
     return OK, "".join(line + "\n" for line in lines)
 
 
@@ -421,7 +424,9 @@ def _xml(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -
             for mem, graphics in sup:
                 out.append(f"{pad}\t<supported_mem_clock>\n")
                 out.append(_x("value", f"{mem} MHz", pad + "\t\t"))
-                out += [_x("supported_graphics_clock", f"{x} MHz", pad + "\t\t") for x in graphics]
+                # integers: nothing to escape (2,000 elements on eight H100s)
+                out += [f"{pad}\t\t<supported_graphics_clock>{int(x)} MHz</supported_graphics_clock>\n"
+                        for x in graphics]
                 out.append(f"{pad}\t</supported_mem_clock>\n")
             out.append(f"{pad}</supported_clocks>\n")
         elif show_supported:
@@ -650,7 +655,7 @@ def _set(root: str, opts: dict[str, str | bool], action: str, ids: str | bool | 
         _out("Terminating early due to previous errors.\n")
         return NOT_AVAILABLE
     code = OK
-    with nvml_transaction(root, lambda written, st: _publish(root, written, st)) as st:
+    with nvml_transaction(root, lambda written, st: _publish(root, written, st, _AFTER_SET)) as st:
         by_bus = {g["busId"]: g for g in st.get("gpus") or []}
         for target in targets:
             g = by_bus[target["busId"]]
@@ -731,22 +736,38 @@ nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
 """
 
 
-def _answers(state: dict[str, Any]) -> dict[str, str] | None:
-    """What ``-q -x`` and the cap's readback query print for ``state`` by
-    :mod:`joulectl.sim.tools.nvfast` answer name (None: the query would not exit 0)."""
+#: The answers prepared after a set command: the cap's inventory and readback, not the ``-q -x``
+#: document (140 KB on eight H100s, a third of the tool's own work), which the next ``-q -x``
+#: answered here prepares.
+_AFTER_SET = ("inv", "rb")
+
+
+def _answers(state: dict[str, Any], names: tuple[str, ...] = ("qx", "inv", "rb")) -> dict[str, str] | None:
+    """What ``-q -x``, the cap's inventory and its readback query print for ``state`` by
+    :mod:`joulectl.sim.tools.nvfast` answer name, for ``names`` (None: a query would not exit 0)."""
+    from joulectl.sim.tools.nvfast import FORMS
+
     gpus = state.get("gpus") or []
-    code, rb = _query_gpu_text(state, gpus, "pci.bus_id,power.limit,enforced.power.limit", "csv,noheader,nounits")
-    if code != OK:
-        return None
-    return {"qx": _xml(state, gpus, set()), "rb": rb}
+    answers = {}
+    for name in names:
+        if name == "qx":
+            answers[name] = _xml(state, gpus, set())
+            continue
+        fields, fmt = FORMS[name]
+        code, answers[name] = _query_gpu_text(state, gpus, fields.removeprefix("--query-gpu="),
+                                              fmt.removeprefix("--format="))
+        if code != OK:
+            return None
+    return answers
 
 
-def _publish(root: str, state: dict[str, Any], st: Any) -> dict[str, str] | None:
-    """The answers for ``state``, prepared for the shell too (the lock held; ``st``: the fstat of
-    the state file ``state`` was read from or written to). None on a state they cannot be made of
-    (the ordinary path then answers, or fails, as it would without them)."""
+def _publish(root: str, state: dict[str, Any], st: Any,
+             names: tuple[str, ...] = ("qx", "inv", "rb")) -> dict[str, str] | None:
+    """The answers ``names`` for ``state``, prepared for the shell too (the lock held; ``st``: the
+    fstat of the state file ``state`` was read from or written to). None on a state they cannot
+    be made of (the ordinary path then answers, or fails, as it would without them)."""
     try:
-        answers = _answers(state)
+        answers = _answers(state, names)
     except Exception:  # a hand-edited state the queries fail on: no answers, nothing prepared
         return None
     if answers is not None:
