@@ -14,18 +14,13 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from joulectl.gfd import strip_gfd_suffix as strip_gfd_suffix  # re-exported: the catalog's name rules
 from joulectl.record import record
 
-_GFD_SUFFIX = re.compile(r"(?:-MIG-[^\s]*|-SHARED)+$", re.IGNORECASE)
 #: (explicit cases: what IGNORECASE matches for these letters, without its slower compile)
 _DROP = re.compile(r"\([rR]\)|\([tT][mM]\)|®|™")
 _SEP = re.compile(r"[()\-_/,]+")
 _WS = re.compile(r"\s+")
-
-
-def strip_gfd_suffix(product: str) -> str:
-    """Remove GPU feature discovery's ``-MIG-<profile>``, ``-MIG-INVALID`` and ``-SHARED`` suffixes."""
-    return _GFD_SUFFIX.sub("", product.strip())
 
 
 def normalize(name: str) -> str:

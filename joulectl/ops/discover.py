@@ -106,7 +106,7 @@ def has_token(text: str, token: str) -> bool:
 def _discover_gpus(host: Host, details: bool = True) -> tuple[list[GpuDevice], dict[str, str]]:
     from joulectl.backends import amd, intel, nvidia
     from joulectl.backends.base import BackendUnavailable, governor_presets
-    from joulectl.catalog import load, strip_gfd_suffix
+    from joulectl.gfd import strip_gfd_suffix
 
     devices: list[GpuDevice] = []
     errors: dict[str, str] = {}
@@ -122,7 +122,12 @@ def _discover_gpus(host: Host, details: bool = True) -> tuple[list[GpuDevice], d
             errors[backend.vendor] = str(e)
             continue
         devices.extend(found)
-    catalog = load() if details and devices else None
+    if details and devices:
+        from joulectl.catalog import load
+
+        catalog = load()
+    else:
+        catalog = None
     for index, dev in enumerate(devices):
         dev.index = index
         dev.model = strip_gfd_suffix(dev.raw_model) if dev.raw_model else None
