@@ -398,7 +398,7 @@ class Host:
         if dfd < 0:
             return {leaf: self.read_attr(f"{host_dir}/{leaf}").value for leaf in leaves}
         try:
-            return {leaf: self._read_at(dfd, leaf, host_dir, leaf) for leaf in leaves}
+            return self._read_at(dfd, "", host_dir, leaves)
         finally:
             os.close(dfd)
 
@@ -425,8 +425,7 @@ class Host:
                 if name not in plain or "/" in name or name in (".", ".."):
                     out[name] = self.read_values(f"{host_dir}/{name}", leaves)
                     continue
-                sub = f"{host_dir}/{name}"
-                out[name] = {leaf: self._read_at(dfd, f"{name}/{leaf}", sub, leaf) for leaf in leaves}
+                out[name] = self._read_at(dfd, f"{name}/", f"{host_dir}/{name}", leaves)
             return out
         finally:
             os.close(dfd)
@@ -451,31 +450,40 @@ class Host:
         except OSError:
             return -1
 
-    def _read_at(self, dfd: int, rel: str, host_dir: str, leaf: str) -> str | None:
-        """``read_attr(host_dir/leaf).value``, the file opened as ``rel`` relative to ``dfd``.
+    def _read_at(self, dfd: int, prefix: str, host_dir: str, leaves: Sequence[str]) -> dict[str, str | None]:
+        """``read_attr(host_dir/leaf).value`` of each leaf, the file opened as ``prefix + leaf``
+        relative to ``dfd``.
 
         Opened ``O_NONBLOCK`` (a FIFO never blocks the open) and ``O_NOFOLLOW`` (a symlink, ELOOP,
         takes :meth:`read_attr`'s full check) and read at once, without an ``fstat``: a non-empty
         read shorter than a page is a regular file's content (``O_NONBLOCK`` does not apply to
         regular files); anything else (empty, failed, a page long) goes through
-        :meth:`read_attr`, which tells a FIFO, a directory or a large file apart."""
-        if "/" in leaf or leaf in ("", ".", ".."):
-            return self.read_attr(f"{host_dir}/{leaf}").value
-        try:
-            fd = os.open(rel, _LEAF_FLAGS, dir_fd=dfd)
-        except OSError as e:
-            return self.read_attr(f"{host_dir}/{leaf}").value if e.errno == errno_mod.ELOOP else None
-        try:
-            data = os.read(fd, _FIRST_READ)
-        except OSError:
-            data = b""  # a directory (EISDIR), a FIFO with a writer (EAGAIN), an error: the full path says
-        finally:
-            os.close(fd)
-        if not data or len(data) >= _FIRST_READ:
-            # Empty (an empty file, or a FIFO without a writer), failed or a page long: not a plain
-            # attribute, or not one this read can tell apart: the full path (with its fstat) answers.
-            return self.read_attr(f"{host_dir}/{leaf}").value
-        return data.decode("utf-8", errors="replace").strip()
+        :meth:`read_attr`, which tells a FIFO, a directory or a large file apart. (One loop for
+        all the leaves, the system calls bound to locals: 1,536 reads on a 384-thread host.)"""
+        out: dict[str, str | None] = {}
+        open_, read, close, flags, page = os.open, os.read, os.close, _LEAF_FLAGS, _FIRST_READ
+        for leaf in leaves:
+            if "/" in leaf or leaf in ("", ".", ".."):
+                out[leaf] = self.read_attr(f"{host_dir}/{leaf}").value
+                continue
+            try:
+                fd = open_(prefix + leaf, flags, dir_fd=dfd)
+            except OSError as e:
+                out[leaf] = self.read_attr(f"{host_dir}/{leaf}").value if e.errno == errno_mod.ELOOP else None
+                continue
+            try:
+                data = read(fd, page)
+            except OSError:
+                data = b""  # a directory (EISDIR), a FIFO with a writer (EAGAIN), an error: the full path says
+            finally:
+                close(fd)
+            if not data or len(data) >= page:
+                # Empty (an empty file, or a FIFO without a writer), failed or a page long: not a plain
+                # attribute, or not one this read can tell apart: the full path (with its fstat) answers.
+                out[leaf] = self.read_attr(f"{host_dir}/{leaf}").value
+            else:
+                out[leaf] = data.decode("utf-8", errors="replace").strip()
+        return out
 
     def read_int(self, host_path: str, *, base: int = 10, limit: int | None = None) -> int | None:
         """An integer attribute (its first word, in ``base``: 16 for PCI ids, ``0x`` allowed), or
