@@ -65,7 +65,7 @@ MAP: dict[str, tuple[list[str], list[str]]] = {
         "tests/governor/test_intel.py", "tests/governor/test_node_presets.py", "tests/governor/test_e2e.py"]),
     "backends/": ([f"joulectl/backends/{m}.py" for m in (
         "amd", "base", "cpu", "gov_amd", "gov_cpu", "gov_intel", "gov_nvidia", "intel", "nvidia",
-        "nvidia_clock_io", "nvidia_clocks", "nvidia_messages", "nvml", "pci")], [
+        "nvidia_clock_io", "nvidia_clocks", "nvidia_messages", "nvidia_xml", "nvml", "pci")], [
         "tests/backends/test_errno_status.py", "tests/backends/test_cpulist.py",
         "tests/backends/test_nvidia_smi_limits.py",
         "tests/backends", "tests/governor/test_amd.py", "tests/governor/test_cpu.py",

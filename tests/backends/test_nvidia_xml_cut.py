@@ -1,4 +1,4 @@
-"""``parse_smi_xml`` with its clock tables cut out (backends/nvidia.py ``_cut_clock_tables``): the
+"""``parse_smi_xml`` with its clock tables cut out (backends/nvidia_xml.py ``_cut_clock_tables``): the
 ``<supported_clocks>`` content of an ``nvidia-smi -q -x`` document is read by regular expressions and
 the rest by ElementTree; the GPUs are the ones ElementTree reads from the whole document, on the
 documents nvidia-smi prints (both power schemas, as in tests/fixtures/trees.py) and on every
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from joulectl.backends import nvidia
+from joulectl.backends import nvidia, nvidia_xml
 from joulectl.backends.base import BackendUnavailable
 
 H100 = {2619: [1980, 1965, 1950, 1500, 1200, 990, 600, 345], 1593: [1410, 1200, 990, 345]}
@@ -31,14 +31,14 @@ H100 = {2619: [1980, 1965, 1950, 1500, 1200, 990, 600, 345], 1593: [1410, 1200, 
 def whole(xml_text: str) -> list[Any] | str:
     """What parse_smi_xml gives without the cut (ElementTree on the whole document): the GPUs, or
     the BackendUnavailable message."""
-    saved = nvidia._cut_clock_tables
-    nvidia._cut_clock_tables = lambda text: None  # type: ignore[assignment]
+    saved = nvidia_xml._cut_clock_tables
+    nvidia_xml._cut_clock_tables = lambda text: None  # type: ignore[assignment]
     try:
         return nvidia.parse_smi_xml(xml_text)
     except BackendUnavailable as e:
         return str(e)
     finally:
-        nvidia._cut_clock_tables = saved  # type: ignore[assignment]
+        nvidia_xml._cut_clock_tables = saved  # type: ignore[assignment]
 
 
 def cut(xml_text: str) -> list[Any] | str:
@@ -57,7 +57,7 @@ def document(trees: ModuleType, schema: str = "new", **gpu: Any) -> str:
 def test_the_tables_of_nvidia_smis_documents_are_cut_and_read_as_elementtree_reads_them(
         trees: ModuleType, schema: str) -> None:
     doc = document(trees, schema)
-    pieces = nvidia._cut_clock_tables(doc)
+    pieces = nvidia_xml._cut_clock_tables(doc)
     assert pieces is not None
     reduced, tables = pieces
     assert "supported_graphics_clock" not in reduced
@@ -79,15 +79,15 @@ def test_the_tables_of_nvidia_smis_documents_are_cut_and_read_as_elementtree_rea
 
 
 def test_a_table_read_once_is_given_to_the_next_gpu_without_reading_its_texts(trees: ModuleType) -> None:
-    pieces = nvidia._cut_clock_tables(document(trees))
+    pieces = nvidia_xml._cut_clock_tables(document(trees))
     assert pieces is not None
     first, second = ElementTree.fromstring(pieces[0]).findall("gpu")
     memo: dict[tuple[int, ...], dict[int, list[int]] | None] = {}
     parsed: dict[str | None, float | None] = {}
-    a = nvidia._supported_clocks(first, parsed, pieces[1], memo)
+    a = nvidia_xml._supported_clocks(first, parsed, pieces[1], memo)
     assert parsed["1980 MHz"] == 1980  # the first GPU's texts read
     untouched: dict[str | None, float | None] = {}
-    b = nvidia._supported_clocks(second, untouched, pieces[1], memo)
+    b = nvidia_xml._supported_clocks(second, untouched, pieces[1], memo)
     assert untouched == {}  # the second GPU's table came from the memo
     assert a == b == H100
     assert a is not None and b is not None and a[2619] is not b[2619]  # each GPU its own copy
@@ -100,7 +100,7 @@ def test_gpus_with_different_tables_and_an_empty_one(trees: ModuleType) -> None:
         trees.smi_gpu_xml("0000:3a:00.0", 2, schema="new", clocks={9501: [2520, 210]}),
         trees.smi_gpu_xml("0000:5d:00.0", 3, schema="new"),
     ], schema="new")
-    pieces = nvidia._cut_clock_tables(doc)
+    pieces = nvidia_xml._cut_clock_tables(doc)
     assert pieces is not None and len(pieces[1]) == 3
     gpus = cut(doc)
     assert gpus == whole(doc)
@@ -112,7 +112,7 @@ def test_tokens_and_odd_texts_in_a_table_read_as_elementtree_reads_them(trees: M
         "<supported_graphics_clock>345 MHz</supported_graphics_clock>",
         "<supported_graphics_clock></supported_graphics_clock><supported_graphics_clock> 300MHz\n"
         "</supported_graphics_clock><supported_graphics_clock>[N/A]</supported_graphics_clock>")
-    assert nvidia._cut_clock_tables(doc) is not None
+    assert nvidia_xml._cut_clock_tables(doc) is not None
     gpus = cut(doc)
     assert gpus == whole(doc)
     assert [g.supported_clocks for g in gpus] == [{2619: [1980, 1965, 1950, 1500, 1200, 990, 600, 300]}] * 2  # type: ignore[union-attr]
@@ -150,13 +150,13 @@ def test_a_document_outside_the_shape_is_parsed_whole(trees: ModuleType, name: s
     doc = document(trees)
     assert old in doc
     doc = doc.replace(old, new)
-    assert nvidia._cut_clock_tables(doc) is None
+    assert nvidia_xml._cut_clock_tables(doc) is None
     assert cut(doc) == whole(doc)
 
 
 def test_a_table_with_an_attribute_is_left_to_elementtree_and_the_others_are_cut(trees: ModuleType) -> None:
     doc = document(trees).replace("<supported_clocks>", '<supported_clocks a="1">', 1)
-    pieces = nvidia._cut_clock_tables(doc)
+    pieces = nvidia_xml._cut_clock_tables(doc)
     assert pieces is not None
     assert pieces[0].count("<supported_graphics_clock>") == 12 and pieces[0].count("_joulectl_cut") == 1
     gpus = cut(doc)
@@ -173,7 +173,7 @@ def test_a_table_with_an_attribute_is_left_to_elementtree_and_the_others_are_cut
 def test_a_document_that_is_not_xml_fails_with_the_whole_documents_error(
         trees: ModuleType, edit: tuple[str, str]) -> None:
     doc = document(trees).replace(*edit, 1)
-    assert nvidia._cut_clock_tables(doc) is not None  # the tables were cut: the error is the rest's
+    assert nvidia_xml._cut_clock_tables(doc) is not None  # the tables were cut: the error is the rest's
     message = cut(doc)
     assert isinstance(message, str) and message.startswith("nvidia-smi -q -x printed output that is not XML (")
     assert message == whole(doc)  # the line and column of the document printed, not of the cut one
