@@ -260,7 +260,7 @@ def _first_line(*texts: str) -> str:
     return "no output"
 
 
-def _discover_smi(host: Host, details: bool = True) -> list[GpuDevice]:
+def _discover_smi(host: Host, details: bool) -> list[GpuDevice]:
     if not details:
         res = _run_smi(host, INVENTORY_ARGV)
         if res.returncode == 0:

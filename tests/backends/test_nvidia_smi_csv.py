@@ -80,6 +80,10 @@ def test_a_line_short_of_fields_is_refused() -> None:
         nvidia.parse_smi_csv("00000000:18:00.0, GPU-aa, 200.00, 700.00\n")
     assert str(e.value) == ("nvidia-smi --query-gpu printed 4 of the 11 fields asked in "
                             "'00000000:18:00.0, GPU-aa, 200.00, 700.00'")
+    # a long line is quoted up to its 200th character
+    with pytest.raises(BackendUnavailable) as e:
+        nvidia.parse_smi_csv("x" * 150 + "," + "y" * 300 + "\n")
+    assert str(e.value) == f"nvidia-smi --query-gpu printed 2 of the 11 fields asked in {'x' * 150 + ',' + 'y' * 49!r}"
 
 
 def _smi(root: Path, trees: ModuleType, query_gpu: str) -> None:
