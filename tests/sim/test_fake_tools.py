@@ -362,12 +362,13 @@ def test_fake_nvidia_smi_starts_without_re_typing_or_json(trees: dict[str, Path]
     """The fake nvidia-smi runs at every tool call of joulectl: it reads and writes its JSON state
     through ``_json`` directly, so neither ``json`` (which imports ``re``, ``enum``, ``functools``)
     nor ``typing`` is loaded, nor ``os`` (the tools use ``posix``; speed is in docs/PERFORMANCE.md;
-    this keeps the structure)."""
+    this keeps the structure); nor, for a set command, the reports (``nvreport``)."""
     tree = trees["h100"]
     probe = (f"import sys; sys.path.insert(0, {os.getcwd()!r})\n"
              "from joulectl.sim.tools import nvsmi\n"
              f"code = nvsmi.run({str(tree)!r}, ['-i', '0', '-pl', '650'])\n"
-             "print(code, sorted(m for m in ('re', 'typing', 'json', 'collections', 'os') if m in sys.modules))")
+             "print(code, sorted(m for m in ('re', 'typing', 'json', 'collections', 'os',\n"
+             "                               'joulectl.sim.tools.nvreport') if m in sys.modules))")
     r = subprocess.run([os.sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
     assert r.stdout.strip().splitlines()[-1] == "0 []"
     assert nvml(tree)["gpus"][0]["power"]["limitMw"] == 650000
