@@ -5,12 +5,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pytest
 
 from joulectl.record import record
+
+#: ClassVar under another name: dataclass finds it by the annotation's leading name in the module
+Shared = ClassVar
 
 
 def _pair(frozen: bool) -> tuple[type, type]:
@@ -140,3 +144,35 @@ def test_undocumented_class_gets_dataclass_style_doc() -> None:
         b: str = "x"
 
     assert Bare.__doc__ == "Bare(a, b)"
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_annotations_and_field_types_stay_the_strings_dataclass_keeps(frozen: bool) -> None:
+    """record hands dataclass its plain string annotations as ``object`` (dataclass then skips
+    three tests of each) and puts the strings back: ``__annotations__`` and every Field's type
+    are dataclass's own, and ClassVar, under its name or another, is still no field."""
+    ref, rec = _pair(frozen)
+    assert rec.__annotations__ == ref.__annotations__
+    assert all(isinstance(v, str) for v in rec.__annotations__.values())
+    assert [(f.name, f.type, f.kw_only) for f in dataclasses.fields(rec)] == [
+        (f.name, f.type, f.kw_only) for f in dataclasses.fields(ref)]
+
+    def body(decorate: Any) -> type:
+        @decorate
+        class Counted:
+            n: int
+            LIMIT: Shared[int] = 3
+            total: ClassVar[int] = 0
+            ceiling: typing.ClassVar[int] = 9
+            _: dataclasses.KW_ONLY
+            unit: str = "W"
+
+        return Counted
+
+    ref2, rec2 = body(dataclass), body(record)
+    assert [f.name for f in dataclasses.fields(rec2)] == [f.name for f in dataclasses.fields(ref2)] == ["n", "unit"]
+    assert [f.kw_only for f in dataclasses.fields(rec2)] == [False, True]
+    assert rec2.__annotations__ == ref2.__annotations__
+    assert rec2(1, unit="mW").unit == "mW" and rec2.LIMIT == 3 and rec2.ceiling == 9
+    with pytest.raises(TypeError):
+        rec2(1, "mW")  # unit is keyword-only after KW_ONLY
