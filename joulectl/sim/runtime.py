@@ -355,7 +355,7 @@ class Shard:
 
 
 def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str,
-            main_end: Connection | None = None) -> None:
+            main_end: Connection | None = None, gpu_ids: dict[str, telemetry.GpuIds] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if main_end is not None:
         # The fork copied the main process's end of this worker's pipe: closed, so that the
@@ -363,6 +363,7 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str,
         main_end.close()
     try:
         shard = Shard(entries, nvml_io, mode)
+        profiles = {e.model.node: e.model.profile for e in entries}
         # The shard's nodes live as long as the worker: frozen out of the collector's view, so that
         # a full collection no longer walks every node's objects mid-tick (0.1-0.17 s of CPU for
         # 5,000 cut-down nodes here; docs/PERFORMANCE.md).
@@ -376,7 +377,10 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str,
                 shard.close()
                 conn.send(("ok", None))
                 break
-            conn.send(("ok", shard.tick(msg[1], msg[2], msg[3] if len(msg) > 3 else None)))
+            samples, events = shard.tick(msg[1], msg[2], msg[3] if len(msg) > 3 else None)
+            # The shard's telemetry text too, here in parallel: in the main process, after the
+            # workers, it was a quarter of a 10,000-node tick (docs/PERFORMANCE.md).
+            conn.send(("ok", (samples, events, telemetry.render_nodes(samples, profiles, gpu_ids))))
     except (EOFError, KeyboardInterrupt):
         pass
     except JoulectlError as exc:  # an expected error: raised in the main process as it is
@@ -394,10 +398,16 @@ def _worker(conn: Connection, entries: list[NodeEntry], nvml_io: Any, mode: str,
 
 
 class _Pool:
-    """Shards in worker processes (fork), or one shard in this process for one worker."""
+    """Shards in worker processes (fork), or one shard in this process for one worker.
 
-    def __init__(self, shards: list[list[NodeEntry]], nvml_io: Any, mode: str = "poll") -> None:
+    Workers also render their nodes' telemetry (:func:`telemetry.render_nodes`): after a
+    :meth:`tick`, :attr:`rendered` holds it in the samples' order (None with one worker: the
+    caller renders)."""
+
+    def __init__(self, shards: list[list[NodeEntry]], nvml_io: Any, mode: str = "poll",
+                 gpu_ids: dict[str, telemetry.GpuIds] | None = None) -> None:
         self.local: Shard | None = None
+        self.rendered: telemetry.Rendered | None = None
         self.procs: list[tuple[Any, Connection]] = []
         self.startup: list[Event] = []
         if len(shards) == 1:
@@ -409,7 +419,7 @@ class _Pool:
         ctx = multiprocessing.get_context("fork")
         for entries in shards:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, entries, nvml_io, mode, parent), daemon=True)
+            proc = ctx.Process(target=_worker, args=(child, entries, nvml_io, mode, parent, gpu_ids), daemon=True)
             proc.start()
             child.close()
             self.procs.append((proc, parent))
@@ -433,14 +443,22 @@ class _Pool:
             return self.local.tick(now, dt_s, loads)
         for _proc, conn in self.procs:
             conn.send(("tick", now, dt_s, loads))
-        samples: list[Sample] = []
+        shard_samples: list[Sample] = []
         events: list[Event] = []
+        lines: list[str | None] = []
+        blocks: telemetry.PromBlocks = ([], [], [], [], [])
         for _proc, conn in self.procs:
-            s, e = self._recv(conn)
-            samples.extend(s)
+            s, e, (shard_lines, shard_blocks) = self._recv(conn)
+            shard_samples.extend(s)
             events.extend(e)
-        samples.sort(key=lambda x: x.node)
-        return samples, events
+            lines.extend(shard_lines)
+            for family, part in zip(blocks, shard_blocks, strict=True):
+                family.extend(part)
+        order = sorted(range(len(shard_samples)), key=lambda j: shard_samples[j].node)
+        self.rendered = ([lines[j] for j in order], (
+            [blocks[0][j] for j in order], [blocks[1][j] for j in order], [blocks[2][j] for j in order],
+            [blocks[3][j] for j in order], [blocks[4][j] for j in order]))
+        return [shard_samples[j] for j in order], events
 
     def close(self) -> None:
         if self.local is not None:
@@ -644,7 +662,7 @@ def run_entries(
         check_fd_budget(shards)
         gc.disable()
         try:
-            pool = _Pool(shards, _nvml_io(), mode)
+            pool = _Pool(shards, _nvml_io(), mode, gpu_ids)
             gc.freeze()  # the nodes' models live as long as the run: out of every full collection
         finally:
             gc.enable()
@@ -695,7 +713,8 @@ def run_entries(
             summary.events += telemetry.append_events(root, events)
             # The exported tick duration is the previous tick's whole cost (telemetry included).
             lines, prom = telemetry.write_tick(root, samples, fac, profiles, tick_seconds=last_s,
-                                               overruns=summary.overruns, gpu_ids=gpu_ids, cluster=cluster)
+                                               overruns=summary.overruns, gpu_ids=gpu_ids, cluster=cluster,
+                                               rendered=getattr(pool, "rendered", None))
             if on_tick is not None:
                 on_tick(TickOutput(k + 1, samples, fac, pending + events if pending else events, lines, prom))
                 pending = []

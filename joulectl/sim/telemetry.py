@@ -200,20 +200,24 @@ def _prom_shape(s: Sample, ids: dict[str, dict[str, str]] | None) -> tuple[Any, 
     return shape
 
 
-def prometheus(samples: Sequence[Sample], fac: Facility | None, *, tick_seconds: float = 0.0,
-               overruns: int = 0, gpu_ids: dict[str, GpuIds] | None = None) -> str:
-    """The Prometheus text exposition of one tick.
+#: A node's Prometheus lines by family, one entry per sample in the samples' order: host energy,
+#: component energy, GPU power, node power, psys energy (a family's lines of one node joined by
+#: newlines; ``""`` where the node has none). See :func:`prom_blocks`.
+PromBlocks = tuple[list[str], list[str], list[str], list[str], list[str]]
+#: What :func:`render_nodes` makes of a tick's samples: each one's OTLP line (None for a virtual
+#: node) and its Prometheus lines.
+Rendered = tuple[list[str | None], PromBlocks]
 
-    GPU series carry dcgm-exporter's identity labels (``gpu``, ``pci_bus_id``, ``UUID``) beside
-    ``hw_id``, so ``on(pci_bus_id)`` or ``on(UUID)`` joins them with DCGM_FI_* series.
-    """
+
+def prom_blocks(samples: Sequence[Sample], gpu_ids: dict[str, GpuIds] | None = None) -> PromBlocks:
+    """Each sample's Prometheus series (the text of :func:`prometheus` but the headers and the
+    run's and facility's lines), by family."""
     ids_by_node = gpu_ids or {}
     host: list[str] = []
     energy: list[str] = []
     power: list[str] = []
     node_power: list[str] = []
     psys: list[str] = []
-    hosts, energies, powers, psyss = host.append, energy.append, power.append, psys.append
     for s in samples:
         ids = ids_by_node.get(s.node)
         ej = s.energy_j
@@ -223,15 +227,42 @@ def prometheus(samples: Sequence[Sample], fac: Facility | None, *, tick_seconds:
             shape = _prom_shape(s, ids)
         node_power.append(f"{shape[3]}{s.power_w:.2f}")
         if s.virtual:
+            host.append("")
+            energy.append("")
+            psys.append("")
+            power.append("")
             continue
-        hosts(f"{shape[4]}{ej['host'][1] if 'host' in ej else 0.0:.6f}")
-        for cid, pre in shape[5]:
-            energies(f"{pre}{ej[cid][1]:.6f}")
-        if shape[6]:
-            psyss(f"{shape[6]}{ej['psys'][1]:.6f}")
+        host.append(f"{shape[4]}{ej['host'][1] if 'host' in ej else 0.0:.6f}")
+        energy.append("\n".join([f"{pre}{ej[cid][1]:.6f}" for cid, pre in shape[5]]))
+        psys.append(f"{shape[6]}{ej['psys'][1]:.6f}" if shape[6] else "")
         gp = s.gpu_power_w
-        for cid, pre in shape[7]:
-            powers(f"{pre}{gp[cid]:.3f}")
+        power.append("\n".join([f"{pre}{gp[cid]:.3f}" for cid, pre in shape[7]]))
+    return host, energy, power, node_power, psys
+
+
+def render_nodes(samples: Sequence[Sample], profiles: dict[str, str], gpu_ids: dict[str, GpuIds] | None = None,
+                 ) -> Rendered:
+    """Each sample's OTLP line and Prometheus series: what :func:`write_tick` writes of the nodes,
+    made where the samples are (a simulator worker renders its own shard's, in parallel)."""
+    ids = gpu_ids or {}
+    lines = [otlp_line(s, s.start_s or s.time_s, profiles.get(s.node, ""), ids.get(s.node)) for s in samples]
+    return lines, prom_blocks(samples, gpu_ids)
+
+
+def prometheus(samples: Sequence[Sample], fac: Facility | None, *, tick_seconds: float = 0.0,
+               overruns: int = 0, gpu_ids: dict[str, GpuIds] | None = None) -> str:
+    """The Prometheus text exposition of one tick.
+
+    GPU series carry dcgm-exporter's identity labels (``gpu``, ``pci_bus_id``, ``UUID``) beside
+    ``hw_id``, so ``on(pci_bus_id)`` or ``on(UUID)`` joins them with DCGM_FI_* series.
+    """
+    return prometheus_text(prom_blocks(samples, gpu_ids), fac, tick_seconds=tick_seconds, overruns=overruns)
+
+
+def prometheus_text(blocks: PromBlocks, fac: Facility | None, *, tick_seconds: float = 0.0,
+                    overruns: int = 0) -> str:
+    """:func:`prometheus` of the nodes' series already made (:func:`prom_blocks`)."""
+    host, energy, power, node_power, psys = ([b for b in family if b] for family in blocks)
     d = DESCRIPTIONS
     out = [
         f"# HELP hw_host_energy_joules_total {d['hw.host.energy']}",
@@ -372,18 +403,16 @@ def _placeholders(doc: Any) -> Any:
 
 def write_tick(root: str, samples: Sequence[Sample], fac: Facility | None, profiles: dict[str, str], *,
                tick_seconds: float = 0.0, overruns: int = 0, gpu_ids: dict[str, GpuIds] | None = None,
-               cluster: str = "") -> tuple[list[str], str]:
-    """Write both metric files of one tick; their contents: (OTLP JSON lines, Prometheus text)."""
-    ids = gpu_ids or {}
-    lines = []
-    for s in samples:
-        line = otlp_line(s, s.start_s or s.time_s, profiles.get(s.node, ""), ids.get(s.node))
-        if line is not None:
-            lines.append(line)
+               cluster: str = "", rendered: Rendered | None = None) -> tuple[list[str], str]:
+    """Write both metric files of one tick; their contents: (OTLP JSON lines, Prometheus text).
+    ``rendered``: :func:`render_nodes` of ``samples``, when the workers made it."""
+    if rendered is None:
+        rendered = render_nodes(samples, profiles, gpu_ids)
+    lines = [line for line in rendered[0] if line is not None]
     if fac is not None and samples:
         lines.append(json.dumps(otlp_facility(fac, samples[0].time_s, cluster), separators=(",", ":")))
     write_atomic(os.path.join(root, "telemetry", "otlp.jsonl"), "".join(line + "\n" for line in lines))
-    prom = prometheus(samples, fac, tick_seconds=tick_seconds, overruns=overruns, gpu_ids=ids)
+    prom = prometheus_text(rendered[1], fac, tick_seconds=tick_seconds, overruns=overruns)
     write_atomic(os.path.join(root, "metrics.prom"), prom)
     return lines, prom
 

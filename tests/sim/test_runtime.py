@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,63 @@ def test_workers_split_nodes_with_the_same_results(tmp_path: Path) -> None:
     assert summary.workers == 2
     for node in ("vm-0", "vm-1", "vm-2"):
         assert energy(one, node) == energy(two, node)
+
+
+def _node_telemetry(root: Path) -> tuple[list[str], list[str]]:
+    """A tick's node series: metrics.prom without the run's and the facility's lines (the tick's
+    wall time, and an ambient of the run's start time), otlp.jsonl's node lines with their times
+    masked."""
+    prom = [line for line in (root / "metrics.prom").read_text().splitlines()
+            if not line.startswith(("joulie_sim_emulate_tick_duration", "joulie_sim_facility"))]
+    otlp = [re.sub(r'"(start)?[tT]imeUnixNano":"\d+"', '"t":"T"', line)
+            for line in (root / "telemetry/otlp.jsonl").read_text().splitlines() if '"sim.joulie.io/scope"' not in line]
+    return prom, otlp
+
+
+def test_workers_render_the_telemetry_the_main_process_renders(tmp_path: Path) -> None:
+    # Two workers render their nodes' OTLP lines and Prometheus series themselves (issue 20: in the
+    # main process that was a quarter of a 10,000-node tick): the files are what one process
+    # writes, node for node, in the same order (virtual nodes, GPU series with their identity
+    # labels, RAPL's psys included).
+    pools = ("  - {name: vm, profile: vm-no-powercap, count: 2}\n"
+             "  - {name: amd, profile: amd-instinct-mi250x-4gpu, count: 1}\n"
+             "  - {name: l40s, profile: nvidia-l40s-4gpu, count: 1}\n"
+             "  - {name: xeon, profile: intel-xeon-2s-rapl, count: 1}")
+    one, two = tmp_path / "one", tmp_path / "two"
+    runtime.run(write_spec(tmp_path, pools), str(one), ticks=2, fast=True, workers=1)
+    assert runtime.run(write_spec(tmp_path, pools), str(two), ticks=2, fast=True, workers=2).workers == 2
+    prom, otlp = _node_telemetry(two)
+    # (one process writes its nodes in the spec's order, workers' in name order, as before)
+    assert (sorted(prom), sorted(otlp)) == tuple(sorted(x) for x in _node_telemetry(one))
+    assert [line for line in prom if line.startswith("#")] == [
+        line for line in _node_telemetry(one)[0] if line.startswith("#")]
+    assert len(otlp) == 3  # one line a node but the virtual ones
+    assert any('hw_power_watts{node="l40s-0",hw_id="gpu0"' in line for line in prom)
+    assert any(line.startswith('joulie_sim_node_power_watts{node="vm-1"}') for line in prom)
+    assert any(line.startswith("joulie_sim_rapl_psys_energy_joules_total") for line in prom) == any(
+        '"joulie.sim.rapl.psys.energy"' in line for line in otlp)
+
+
+def test_a_pools_rendered_telemetry_is_its_samples_in_their_order(tmp_path: Path) -> None:
+    from joulectl.sim import telemetry
+    from joulectl.sim.clusterspec import load_spec
+
+    pools = ("  - {name: vm, profile: vm-no-powercap, count: 3}\n"
+             "  - {name: l40s, profile: nvidia-l40s-4gpu, count: 2}")
+    spec_path = write_spec(tmp_path, pools)
+    runtime.run(spec_path, str(tmp_path / "root"), ticks=1, fast=True, workers=1)
+    spec = load_spec(spec_path)
+    entries = runtime.build_entries(spec, str(tmp_path / "root"))
+    ids = telemetry.gpu_identities(spec, [e.model for e in entries])
+    pool = runtime._Pool([entries[0::2], entries[1::2]], runtime._nvml_io(), "poll", ids)
+    try:
+        samples, _ = pool.tick(1.8e9, 1.0)
+        profiles = {e.model.node: e.model.profile for e in entries}
+        assert [s.node for s in samples] == sorted(s.node for s in samples)
+        assert pool.rendered == telemetry.render_nodes(samples, profiles, ids)
+        assert pool.rendered is not None and pool.rendered[0][0] is not None  # l40s-0's line
+    finally:
+        pool.close()
 
 
 def test_the_nodes_are_frozen_out_of_the_collector_in_every_process_for_the_run(
