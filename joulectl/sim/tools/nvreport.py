@@ -13,28 +13,34 @@ from joulectl.sim.tools.state import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
+
 _ARCH_NAME = {"ada": "Ada Lovelace", "hopper": "Hopper", "ampere": "Ampere", "blackwell": "Blackwell",
               "turing": "Turing", "volta": "Volta", "pascal": "Pascal", "maxwell": "Maxwell", "kepler": "Kepler",
               "rubin": "Rubin"}
+
 
 def escape(text: str) -> str:
     """XML character data (xml.sax.saxutils.escape without its urllib import: the tool starts fast)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
+
 def _arch_name(g: dict[str, Any]) -> str:
     """``<product_architecture>`` as nvidia-smi spells it (``Ada Lovelace``, ``Hopper``...)."""
     return _ARCH_NAME.get(_arch(g), "Unknown")
+
 
 def _mig_mode(g: dict[str, Any]) -> str:
     """``current_mig``: ``N/A`` on a board without MIG (L40S, T4), else Enabled/Disabled."""
     mig = g.get("mig") or {}
     return str(mig.get("mode", "N/A")) if mig.get("capable") else "N/A"
 
+
 def _average_draw(g: dict[str, Any]) -> str:
     """``average_power_draw``: ``N/A`` on a board that reports instant draw only (A100, T4)."""
     if not g["power"].get("averageDraw", True):
         return "N/A"
     return _xml_tok(g, "power.draw", _w(g["power"]["drawMw"]))
+
 
 def _supported(g: dict[str, Any]) -> list[tuple[int, list[int]]]:
     """Supported clocks with the graphics clocks of each memory clock capped by smMaxByMem."""
@@ -48,6 +54,7 @@ def _supported(g: dict[str, Any]) -> list[tuple[int, list[int]]]:
         out.append((mem, graphics))
     return sorted(out, key=lambda e: -e[0])  # highest first, as nvidia-smi prints them
 
+
 def _list(gpus: list[dict[str, Any]]) -> int:
     for g in gpus:
         _out(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n")
@@ -58,12 +65,15 @@ def _list(gpus: list[dict[str, Any]]) -> int:
                 _out(f"  MIG {dev['profile']:<12}Device {j:>2}: (UUID: {uuid})\n")
     return OK
 
+
 def _x(tag: str, value: Any, pad: str) -> str:
     return f"{pad}<{tag}>{escape(str(value))}</{tag}>\n"
+
 
 def _xml_tok(g: dict[str, Any], field: str, value: str) -> str:
     tok = _token(g, field)
     return tok.strip("[]") if tok is not None else value
+
 
 def _xml(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -> str:
     ts = time.strftime("%a %b %d %H:%M:%S %Y")
@@ -152,9 +162,11 @@ def _xml(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -
     out.append("</nvidia_smi_log>\n")
     return "".join(out)
 
+
 def _row(label: str, value: Any, indent: int) -> str:
     pad = " " * indent
     return f"{pad}{label:<{42 - indent}}: {value}\n"
+
 
 def _text(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) -> str:
     out = ["\n==============NVSMI LOG==============\n\n", _row("Timestamp", time.strftime("%a %b %d %H:%M:%S %Y"), 0),
@@ -199,6 +211,7 @@ def _text(state: dict[str, Any], gpus: list[dict[str, Any]], display: set[str]) 
                 out += [_row("Graphics", f"{x} MHz", 12) for x in graphics]
         out.append("\n")
     return "".join(out)
+
 
 def _summary(state: dict[str, Any], gpus: list[dict[str, Any]]) -> str:
     lines = [time.strftime("%a %b %d %H:%M:%S %Y"),
