@@ -62,7 +62,7 @@ def complete_devices(ctx: Any, args: list[str], incomplete: str) -> list[str | t
     it cannot be read: a TAB never fails)."""
     try:
         from joulectl.host import Host
-        from joulectl.ops.discover import inventory
+        from joulectl.ops.inventory import inventory
 
         params = ctx.find_root().params
         host = Host(params.get("root") or "/", tool_timeout=params.get("tool_timeout") or 3.0)

@@ -477,7 +477,7 @@ class Deps:
     def get_inventory(self) -> InventoryFn:
         if self.inventory is not None:
             return self.inventory
-        fn: InventoryFn = importlib.import_module("joulectl.ops.discover").inventory
+        fn: InventoryFn = importlib.import_module("joulectl.ops.inventory").inventory
         return fn
 
     def writer(self, name: str) -> CapWriter:

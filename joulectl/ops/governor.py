@@ -284,7 +284,7 @@ def show(
 
 
 def _inventory(host: Host, gpu: bool, cpu: bool) -> NodeInventory:
-    from joulectl.ops.discover import inventory
+    from joulectl.ops.inventory import inventory
 
     return inventory(host, gpus=gpu or not cpu, cpu=cpu or not gpu, policy_details=True)
 

@@ -302,3 +302,22 @@ def test_example_cron_and_systemd_commands_run(cli: Any, write_tree: Tree) -> No
     assert cap_of(root, "0000:11:00.0") == 450_000_000
     timer = (EXAMPLES / "systemd/joulectl-cap.timer").read_text()
     assert "OnBootSec=" in timer and "OnCalendar=" in timer and "Unit=joulectl-cap.service" in timer
+
+
+def test_a_cap_loads_neither_discovers_renderings_nor_the_catalog_nor_an_xml_parser(write_tree: Tree) -> None:
+    """A cap reads the inventory (joulectl.ops.inventory) and writes: the discover renderings, the
+    catalog (its model names come from joulectl.gfd) and the NVIDIA -q -x parse are not loaded (the
+    start-up of a command cron runs; docs/PERFORMANCE.md)."""
+    import subprocess
+
+    root = amd_node(write_tree)
+    code = (
+        "import sys\nfrom joulectl.cli import run\n"
+        f"code = run(['--root', {str(root)!r}, 'cap', '--pct', '60', '-o', 'json'])\n"
+        "loaded = sorted(m for m in ('joulectl.ops.discover', 'joulectl.catalog', 'joulectl.backends.nvidia_xml',\n"
+        "                            'xml.etree') if m in sys.modules)\n"
+        "print('LOADED', code, loaded, 'joulectl.ops.inventory' in sys.modules, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "NO_COLOR": "1", "JOULECTL_NVIDIA_TRANSPORT": "smi"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert "LOADED 0 [] True" in proc.stderr, proc.stderr
