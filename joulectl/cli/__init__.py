@@ -128,9 +128,25 @@ def _error_line(message: str, hint: str | None = None) -> None:
         sys.stderr.write(f"joulectl: hint: {hint}\n")
 
 
+#: Commands that end through the interpreter's normal exit: ``simulate`` has worker processes,
+#: mounts, servers and their ``atexit`` handlers.
+_FULL_EXIT = frozenset({"simulate"})
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app and turn every outcome into an exit code."""
+    """Entry point: run the app and turn every outcome into an exit code.
+
+    A command other than :data:`_FULL_EXIT`'s leaves by ``os._exit`` once its output is flushed:
+    the interpreter's teardown (freeing every module's objects, 8-13 ms, a tenth of a cap) does
+    nothing such a command needs; its files are closed by the blocks that opened them."""
     code = run(argv)
+    if _command_name(sys.argv[1:] if argv is None else argv) not in _FULL_EXIT:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said there
+                pass
+        os._exit(code)
     sys.exit(code)
 
 
