@@ -91,6 +91,9 @@ def test_the_forms_are_the_backends_queries() -> None:
 
     forms = {"qx": nvidia.QUERY_ARGV, "rb": nvidia.READBACK_ARGV, "inv": nvidia.INVENTORY_ARGV}
     assert {name: argv[1:] for name, argv in forms.items()} == nvfast.FORMS
+    from joulectl.sim.tools import nvsmi
+
+    assert set(nvsmi._ALL_ANSWERS) == set(nvfast.FORMS)  # what a query answered by Python prepares
 
 
 def test_a_fresh_node_is_answered_by_python_then_by_the_shell(h100: Path) -> None:

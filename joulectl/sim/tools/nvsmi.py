@@ -528,9 +528,11 @@ nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
 #: document (140 KB on eight H100s, a third of the tool's own work), which the next ``-q -x``
 #: answered here prepares.
 _AFTER_SET = ("inv", "rb")
+#: Every prepared answer (:data:`joulectl.sim.tools.nvfast.FORMS`'s names).
+_ALL_ANSWERS = ("qx", "inv", "rb")
 
 
-def _answers(state: dict[str, Any], names: tuple[str, ...] = ("qx", "inv", "rb")) -> dict[str, str] | None:
+def _answers(state: dict[str, Any], names: tuple[str, ...]) -> dict[str, str] | None:
     """What ``-q -x``, the cap's inventory and its readback query print for ``state`` by
     :mod:`joulectl.sim.tools.nvfast` answer name, for ``names`` (None: a query would not exit 0)."""
     from joulectl.sim.tools.nvfast import FORMS
@@ -543,16 +545,15 @@ def _answers(state: dict[str, Any], names: tuple[str, ...] = ("qx", "inv", "rb")
 
             answers[name] = _xml(state, gpus, set())
             continue
-        fields, fmt = FORMS[name]
-        code, answers[name] = _query_gpu_text(state, gpus, fields.removeprefix("--query-gpu="),
-                                              fmt.removeprefix("--format="))
+        opts = _parse(list(FORMS[name]))  # the form's argument list, read as the tool reads it
+        code, answers[name] = _query_gpu_text(state, gpus, str(opts["query-gpu"]), str(opts["format"]))
         if code != OK:
             return None
     return answers
 
 
 def _publish(root: str, state: dict[str, Any], st: Any,
-             names: tuple[str, ...] = ("qx", "inv", "rb")) -> dict[str, str] | None:
+             names: tuple[str, ...] = _ALL_ANSWERS) -> dict[str, str] | None:
     """The answers ``names`` for ``state``, prepared for the shell too (the lock held; ``st``: the
     fstat of the state file ``state`` was read from or written to). None on a state they cannot
     be made of (the ordinary path then answers, or fails, as it would without them)."""
