@@ -256,6 +256,14 @@ def test_a_clean_stop_resumes_from_the_caches_copy_of_the_ledger(tmp_path: Path,
     again.close_files()
 
 
+def _saved_after_a_tick(tmp_path: Path) -> tuple[Path, NodeRuntime, Path]:
+    """A node ticked once and its start-up cache saved: (node, runtime, the cache file)."""
+    node = build_node(tmp_path, "n1")
+    rt = _run(node, None, ticks=1)
+    rt.save_cache()
+    return node, rt, node / "state/tick-cache.json"
+
+
 def _start_reading_the_ledger_file(node: Path, monkeypatch: pytest.MonkeyPatch) -> NodeRuntime:
     """A runtime started again on ``node``, which must read the ledger file once (no cache copy)."""
     reads: list[str] = []
@@ -268,10 +276,7 @@ def _start_reading_the_ledger_file(node: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_cache_not_written_by_save_cache_gives_no_ledger_copy(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    node = build_node(tmp_path, "n1")
-    rt = _run(node, None, ticks=1)
-    rt.save_cache()
-    cache = node / "state/tick-cache.json"
+    node, _, cache = _saved_after_a_tick(tmp_path)
     cache.write_text(json.dumps(json.loads(cache.read_text()), indent=1))  # same document, other bytes
     again = _start_reading_the_ledger_file(node, monkeypatch)
     assert again.ledger.tick == 1
@@ -283,10 +288,7 @@ def test_a_cache_whose_last_u_says_used_gives_no_ledger_copy(tmp_path: Path,
     # save_cache's bytes, head and all, with a second "u" key of 1 at the end: a JSON object's
     # last value of a name is the one a parser keeps (Python's json, RFC 8259 section 4), so the
     # cache reads as used and its copy of the ledger is not taken (tick.py:689:58, `or` -> `and`)
-    node = build_node(tmp_path, "n1")
-    rt = _run(node, None, ticks=1)
-    rt.save_cache()
-    cache = node / "state/tick-cache.json"
+    node, _, cache = _saved_after_a_tick(tmp_path)
     raw = cache.read_bytes()
     assert raw.startswith(b'{"v":2,"u":0,') and raw.endswith(b"}")
     used = raw[:-1] + b',"u":1}'
@@ -300,10 +302,7 @@ def test_a_cache_whose_last_u_says_used_gives_no_ledger_copy(tmp_path: Path,
 def test_a_kill_right_after_a_resume_leaves_the_cache_unused(tmp_path: Path) -> None:
     """A run that resumed, ticked once within the same clock tick of the file system and was killed
     (no clean stop): the next start reads the ledger file, and the stale cache is not used."""
-    node = build_node(tmp_path, "n1")
-    rt = _run(node, None, ticks=1)
-    rt.save_cache()
-    cache = node / "state/tick-cache.json"
+    node, rt, cache = _saved_after_a_tick(tmp_path)
     doc = json.loads(cache.read_text())
     gov0 = "sys/devices/system/cpu/cpufreq/policy0/scaling_governor"
     doc["w"][[w.rel for w in rt.model.writables].index(gov0)] = "performance\n"  # only a used cache says so
