@@ -154,7 +154,7 @@ def _zone(name: Any, file: str, where: str) -> tuple[dt.tzinfo, str]:
 
     try:
         return ZoneInfo(name.strip()), name.strip()
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name the file system refuses (too long)
         raise InputError(f"unknown time zone {name!r}", file=file, field=where) from None
 
 

@@ -150,6 +150,8 @@ def _win(**kw: object) -> dict[str, object]:
          "auto, sustained, efficient, low, peak)"),
         (_win(target="tpu"), "windows[0].target: must be one of gpu, cpu, all, got 'tpu'"),
         (_win(timezone="Nowhere"), "windows[0].timezone: unknown time zone 'Nowhere'"),
+        # a name longer than the file system's NAME_MAX: zoneinfo's open fails with ENAMETOOLONG
+        ({"timezone": "a" * 300, "default": {"cap": {"pct": 5}}}, f"timezone: unknown time zone {'a' * 300!r}"),
         (_win(strat="01:00"), "windows[0].strat: unknown key (expected one of cap, days, end, governor, name, "
          "start, target, timezone)"),
         ({"windows": [{"name": "w", "end": "02:00", "cap": {"pct": 5}}]},
