@@ -230,12 +230,14 @@ def nvidia(t: Template, prof: Profile) -> None:
 def tool_script(tool: str) -> bytes:
     if tool == "nvidia-smi":
         # a POSIX sh fast path for the read-only queries joulectl sends, then the Python tool
-        from joulectl.sim.tools.nvfast import launcher
+        from joulectl.sim.tools.nvfast import SET_TOOLS, launcher
 
         date, cat = shutil.which("date"), shutil.which("cat")
+        found = {name: shutil.which(name) for name in SET_TOOLS}
+        tools = {name: path for name, path in found.items() if path} if all(found.values()) else None
         if date and cat and os.path.isfile("/bin/sh"):
             try:
-                return launcher(sys.executable, _PKG_PARENT, date, cat)
+                return launcher(sys.executable, _PKG_PARENT, date, cat, tools)
             except ValueError:  # a path the script cannot quote: the Python tool alone
                 pass
     return (

@@ -150,8 +150,8 @@ def test_a_relative_or_unusual_script_path_runs_python(trees: dict[str, Path]) -
     assert smi(tree, *RB, exe=f"{tree}/./bin/nvidia-smi") == (H100_RB, "python")
     # each of those calls prepared the answers of a state they were already prepared for: the
     # temporary links of that (a rename of a link onto the same inode does nothing) are gone
-    assert sorted(os.listdir(tree / "state/nvsmi-answers")) == ["inv", "inv.state", "qx", "qx.state", "rb",
-                                                                "rb.state"]
+    assert sorted(os.listdir(tree / "state/nvsmi-answers")) == [".sh", "csv.state", "inv", "pl", "plw", "qx",
+                                                                "qx.state", "rb"]
 
 
 def test_after_pl_the_readback_is_the_shells_and_shows_the_write(h100: Path) -> None:
@@ -257,12 +257,20 @@ def test_publish_writes_nothing_for_a_state_replaced_since_it_was_read(h100: Pat
     state = json.loads((h100 / "state/nvml.json").read_text())
     (h100 / "state/new.json").write_text(json.dumps(state))
     os.replace(h100 / "state/new.json", h100 / "state/nvml.json")
-    assert nvfast.publish(str(h100), {"rb": H100_RB}, st) is False
+    from joulectl.sim.tools import nvsmi
+
+    answers = nvsmi._answers(state, ("inv",), plan=False)
+    assert answers is not None
+    inv = answers["inv"]
+    assert nvfast.publish(str(h100), {"rb": H100_RB, "inv": inv}, st) is False
     assert os.listdir(h100 / "state/nvsmi-answers") == []
     # and an answer with no timestamp line for -q -x, or not ASCII, is not published
     st = os.stat(h100 / "state/nvml.json")
     assert nvfast.publish(str(h100), {"qx": "<nvidia_smi_log>\n</nvidia_smi_log>\n"}, st) is False
-    assert nvfast.publish(str(h100), {"rb": "é\n"}, st) is False
-    assert nvfast.publish(str(h100), {"rb": H100_RB.rstrip("\n")}, st) is False  # the shell prints whole lines
-    assert nvfast.publish(str(h100), {"rb": H100_RB}, st) is True
-    assert sorted(os.listdir(h100 / "state/nvsmi-answers")) == ["rb", "rb.state"]
+    assert nvfast.publish(str(h100), {"rb": "é\n", "inv": inv}, st) is False
+    assert nvfast.publish(str(h100), {"rb": H100_RB.rstrip("\n"), "inv": inv}, st) is False  # whole lines only
+    # the two CSV answers share their link (csv.state): prepared together, or neither
+    assert nvfast.publish(str(h100), {"rb": H100_RB}, st) is False
+    assert os.listdir(h100 / "state/nvsmi-answers") == []
+    assert nvfast.publish(str(h100), {"rb": H100_RB, "inv": inv}, st) is True
+    assert sorted(os.listdir(h100 / "state/nvsmi-answers")) == ["csv.state", "inv", "rb"]

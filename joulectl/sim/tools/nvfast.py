@@ -11,8 +11,9 @@ answer is valid, and ``exec``\\ s the Python tool in every other case.
 
 An answer ``<form>`` is valid while
 
-* ``<form>.state``, a hard link made from ``state/nvml.json`` by the writer, is still that file
-  (``[ nvml.json -ef <form>.state ]``): every writer of the state (this tool, the tick, the
+* its link ``<link>.state`` (:data:`LINK`: ``qx.state``; the two CSV answers, always prepared
+  together, share ``csv.state``), a hard link made from ``state/nvml.json`` by the writer, is
+  still that file (``[ nvml.json -ef <link>.state ]``): every writer of the state (this tool, the tick, the
   renderer, ``write_nvml_state``) replaces the file by a rename, so a write is a new inode; the
   link keeps the old inode alive, so its number cannot come back; and
 * ``nvml.json`` is not newer than the answer (``! [ nvml.json -nt <form> ]``): an edit in place
@@ -27,7 +28,9 @@ would be a third of such a call's work, for a query a cap does not send; the nex
 answered by Python and prepares it again). The tick loop only invalidates them (its
 write is a rename). Where a hard link cannot be made (``simulate run --fuse`` refuses ``link``
 through the mount, and its inode numbers are per path there), nothing is written and every call
-is answered by Python. The ``-q -x`` answer is stored as printed; the shell prints it with the
+is answered by Python. Beside the inventory answer the Python tool prepares the plan of the
+shell's own ``-i <bus>,... -pl <W>`` (:mod:`joulectl.sim.tools.nvplan`, :func:`set_path`), which
+writes the state and the two CSV answers as the Python tool would. The ``-q -x`` answer is stored as printed; the shell prints it with the
 ``<timestamp>`` line replaced by the current time (``LC_ALL=C date``, the format and the local time
 ``time.strftime`` uses), so the answer is byte-identical to the Python tool's but for the time.
 
@@ -53,6 +56,9 @@ FORMS: dict[str, tuple[str, ...]] = {
             "enforced.power.limit,power.draw,mig.mode.current,persistence_mode,name",
             "--format=csv,noheader,nounits"),
 }
+#: The hard link each served answer is valid by (``<link>.state``): the cap's two CSV answers share
+#: one (they are always prepared together, and the shell's ``-pl`` makes one link, not two).
+LINK = {"qx": "qx", "inv": "csv", "rb": "csv"}
 #: The line of the ``-q -x`` answer the shell replaces with the current time.
 TIMESTAMP_PREFIX = "\t<timestamp>"
 _DATE_FORMAT = "%a %b %d %H:%M:%S %Y"  # nvsmi's time.strftime format
@@ -87,6 +93,9 @@ def publish(root: str, answers: dict[str, str], read: Any) -> bool:
             return False
         if name != "qx" and not text.endswith("\n"):  # the shell prints whole lines only
             return False
+    links = {LINK[name] for name in answers if name in LINK}
+    if any(name not in answers for name in LINK if LINK[name] in links):
+        return False  # the answers sharing a link are prepared together, or none of them
     base = root.rstrip("/")
     state = f"{base}/state/nvml.json"
     folder = f"{base}/{ANSWERS}"
@@ -129,7 +138,12 @@ def publish(root: str, answers: dict[str, str], read: Any) -> bool:
             posix.utime(tmp, ns=(mtime, mtime))
             posix.rename(tmp, f"{folder}/{name}")
             made.remove(tmp)
-        for name in answers:  # the links last: an answer is served only once its link names the state
+        if "plw" in answers:  # where the shell's -pl stages the answers it writes (nvplan)
+            try:
+                posix.mkdir(f"{folder}/.sh", 0o755)
+            except FileExistsError:
+                pass
+        for name in sorted(links):  # the links last: an answer is served only once its link names the state
             tmp = f"{folder}/.{pid}.{name}.state.tmp"
             _unlink(tmp)
             posix.link(anchor, tmp)
@@ -146,10 +160,77 @@ def publish(root: str, answers: dict[str, str], read: Any) -> bool:
             _unlink(path)
 
 
-def launcher(python: str, pkg_parent: str, date: str, cat: str) -> bytes:
-    """``bin/nvidia-smi``: the shell fast path, then the Python tool (run by ``python -S``)."""
+#: The programs the shell's power-limit write runs, by name (see :func:`set_path`).
+SET_TOOLS = ("flock", "ln", "touch", "mv", "rm")
+
+
+def set_path(tools: dict[str, str]) -> str:
+    """The shell's ``-i <bus>,... -pl <W>`` (:mod:`joulectl.sim.tools.nvplan`): ``_pl BUSES W``
+    returns 0 once it has written and printed everything, 1 (the lock released, the state as it
+    was) where the Python tool must run. ``tools``: :data:`SET_TOOLS`' absolute paths."""
+    flock, ln, touch, mv, rm = (tools[name] for name in SET_TOOLS)
+    return (
+        "  _pl() {\n"
+        "    # W: a plain number of watts, at most two decimals -> m (mW)\n"
+        "    i=${2%%.*} d=\n"
+        "    case $2 in *.*) d=${2#*.};; esac\n"
+        "    case $i in ''|0*|*[!0-9]*|??????*) return 1;; esac\n"
+        "    case $d in '') m=${i}000;; [0-9]) m=$i${d}00;; [0-9][0-9]) m=$i${d}0;; *) return 1;; esac\n"
+        "    [ \"$s\" -ef \"$a/csv.state\" ] && ! [ \"$s\" -nt \"$a/inv\" ] && [ -f \"$a/plw\" ] || return 1\n"
+        "    command exec 9<>\"${s%/*}/nvml.lock\" || return 1\n"
+        f"    '{flock}' 9 && _pl_locked \"$1\" \"$m\" && return 0\n"
+        "    exec 9>&-\n"
+        "    return 1\n"
+        "  }\n"
+        "  _pl_locked() {\n"
+        "    [ \"$s\" -ef \"$a/csv.state\" ] && ! [ \"$s\" -nt \"$a/inv\" ] && ! [ \"$s\" -nt \"$a/rb\" ] &&\n"
+        "      ! [ \"$s\" -nt \"$a/pl\" ] &&\n"
+        "      [ -f \"$a/plw\" ] && [ -f \"$a/pl\" ] && [ -d \"$a/.sh\" ] || return 1\n"
+        "    command . \"$a/plw\" && command . \"$a/pl\" || return 1\n"
+        "    # the GPUs named, each once, each one the shell may write, m in its range -> t (indices)\n"
+        "    t= r=$1,\n"
+        "    while [ -n \"$r\" ]; do\n"
+        "      x=${r%%,*} r=${r#*,} j=0 k=\n"
+        "      while [ $j -lt $n ]; do\n"
+        "        eval '[ \"$b'$j'\" = \"$x\" ]' && { k=$j; break; }\n"
+        "        j=$((j + 1))\n"
+        "      done\n"
+        "      [ -n \"$k\" ] || return 1\n"
+        "      case \" $t \" in *\" $k \"*) return 1;; esac\n"
+        "      eval '[ $ok'$k' = 1 ] && [ $lo'$k' -le '$2' ] && [ '$2' -le $hi'$k' ]' || return 1\n"
+        "      t=\"$t $k\"\n"
+        "    done\n"
+        "    r=$(($2 % 1000 / 10)); [ $r -ge 10 ] || r=0$r; v=$(($2 / 1000)).$r\n"
+        "    for k in $t; do\n"
+        "      eval 'o'$k'=$l'$k' p=$pf'$k; eval 'L'$k'='$2' l'$k'='$v\n"
+        "      if [ -n \"$p\" ] && [ \"$p\" -lt $2 ]; then eval 'E'$k'=$pf'$k' e'$k'=$pw'$k\n"
+        "      else eval 'E'$k'='$2' e'$k'='$v; fi\n"
+        "    done\n"
+        "    T=$s.$$.tmp q=$a/.sh\n"
+        "    # the new state and answers, dated a nanosecond before the state's write (as publish() does);\n"
+        "    # the links first (the old answers invalid), the answers, the state last\n"
+        "    pl_write \"$T\" \"$q/inv\" \"$q/rb\" \"$q/pl\" &&\n"
+        f"      '{touch}' -r \"$T\" -d '-0.000000001 seconds' \"$T\" \"$q/inv\" \"$q/rb\" \"$q/pl\" &&\n"
+        f"      '{ln}' -f \"$T\" \"$a/csv.state\" &&\n"
+        f"      '{mv}' -f \"$q/inv\" \"$q/rb\" \"$q/pl\" \"$a/\" && '{mv}' -f \"$T\" \"$s\" || {{\n"
+        "      # the state is as it was: nothing of this attempt is left, and Python writes\n"
+        f"      '{rm}' -f \"$T\" \"$q/inv\" \"$q/rb\" \"$q/pl\"\n"
+        "      return 1\n"
+        "    }\n"
+        "    for k in $t; do\n"
+        "      eval 'y=$b'$k' z=$o'$k\n"
+        "      printf 'Power limit for GPU %s was set to %s W from %s W.\\n' \"$y\" \"$v\" \"$z\"\n"
+        "    done\n"
+        "    printf 'All done.\\n'\n"
+        "  }\n"
+    )
+
+
+def launcher(python: str, pkg_parent: str, date: str, cat: str, tools: dict[str, str] | None = None) -> bytes:
+    """``bin/nvidia-smi``: the shell fast path, then the Python tool (run by ``python -S``).
+    ``tools``: :data:`SET_TOOLS`' paths for the shell's ``-pl`` (None: every ``-pl`` runs Python)."""
     qx, rb, inv = FORMS["qx"], FORMS["rb"], FORMS["inv"]
-    for text in (python, pkg_parent, date, cat, *qx, *rb, *inv):
+    for text in (python, pkg_parent, date, cat, *qx, *rb, *inv, *(tools or {}).values()):
         if "'" in text or "\n" in text:
             raise ValueError(f"cannot quote {text!r} in the tool script")
     sh = (
@@ -162,10 +243,10 @@ def launcher(python: str, pkg_parent: str, date: str, cat: str) -> bytes:
         "*/./*|*/../*|*//*|*/.|*/..) ;;\n"
         "/*/*)\n"
         "  s=${0%/*/*}/state/nvml.json a=${0%/*/*}/" + ANSWERS + " f=\n"
-        f"  if [ $# = 2 ] && [ \"$1\" = '{qx[0]}' ] && [ \"$2\" = '{qx[1]}' ]; then f=qx\n"
-        f"  elif [ $# = 2 ] && [ \"$1\" = '{rb[0]}' ] && [ \"$2\" = '{rb[1]}' ]; then f=rb\n"
-        f"  elif [ $# = 2 ] && [ \"$1\" = '{inv[0]}' ] && [ \"$2\" = '{inv[1]}' ]; then f=inv; fi\n"
-        "  if [ -n \"$f\" ] && [ \"$s\" -ef \"$a/$f.state\" ] && ! [ \"$s\" -nt \"$a/$f\" ]; then\n"
+        f"  if [ $# = 2 ] && [ \"$1\" = '{qx[0]}' ] && [ \"$2\" = '{qx[1]}' ]; then f=qx g={LINK['qx']}\n"
+        f"  elif [ $# = 2 ] && [ \"$1\" = '{rb[0]}' ] && [ \"$2\" = '{rb[1]}' ]; then f=rb g={LINK['rb']}\n"
+        f"  elif [ $# = 2 ] && [ \"$1\" = '{inv[0]}' ] && [ \"$2\" = '{inv[1]}' ]; then f=inv g={LINK['inv']}; fi\n"
+        "  if [ -n \"$f\" ] && [ \"$s\" -ef \"$a/$g.state\" ] && ! [ \"$s\" -nt \"$a/$f\" ]; then\n"
         "    if [ $f != qx ]; then\n"
         "      # a line a GPU, each ending in a newline: printed by the shell, no process started\n"
         "      {\n"
@@ -184,7 +265,10 @@ def launcher(python: str, pkg_parent: str, date: str, cat: str) -> bytes:
         "        exit 1\n"
         f"      }} 3<\"$a/qx\"\n"
         "    fi\n"
-        "  fi;;\n"
+        "  fi\n"
+        + (set_path(tools) + "  if [ $# = 4 ] && [ \"$1\" = -i ] && [ \"$3\" = -pl ] &&\n"
+           "    [ -z \"${HWEMU_UNPRIVILEGED-}\" ] && _pl \"$2\" \"$4\"; then exit 0; fi\n" if tools else "")
+        + "  ;;\n"
         "esac\n"
         f"exec '{python}' -S \"$0\" \"$@\"\n"
         "'''\n"

@@ -532,7 +532,7 @@ _AFTER_SET = ("inv", "rb")
 _ALL_ANSWERS = ("qx", "inv", "rb")
 
 
-def _answers(state: dict[str, Any], names: tuple[str, ...]) -> dict[str, str] | None:
+def _answers(state: dict[str, Any], names: tuple[str, ...], plan: bool = True) -> dict[str, str] | None:
     """What ``-q -x``, the cap's inventory and its readback query print for ``state`` by
     :mod:`joulectl.sim.tools.nvfast` answer name, for ``names`` (None: a query would not exit 0)."""
     from joulectl.sim.tools.nvfast import FORMS
@@ -549,6 +549,14 @@ def _answers(state: dict[str, Any], names: tuple[str, ...]) -> dict[str, str] | 
         code, answers[name] = _query_gpu_text(state, gpus, str(opts["query-gpu"]), str(opts["format"]))
         if code != OK:
             return None
+    if plan and "inv" in names:  # the shell's -pl beside the cap's inventory (valid while that answer is)
+        from joulectl.sim.tools import nvplan
+        from joulectl.sim.tools.state import dumps
+
+        prepared = nvplan.plan(state, lambda g: _power_warning(state, g) is None, dumps,
+                               lambda twin: _answers(twin, ("inv", "rb"), plan=False))
+        if prepared is not None:
+            answers.update(prepared)
     return answers
 
 
