@@ -30,9 +30,10 @@ write is a rename). Where a hard link cannot be made (``simulate run --fuse`` re
 through the mount, and its inode numbers are per path there), nothing is written and every call
 is answered by Python. Beside the inventory answer the Python tool prepares the plan of the
 shell's own ``-i <bus>,... -pl <W>`` (:mod:`joulectl.sim.tools.nvplan`, :func:`set_path`), which
-writes the state and the two CSV answers as the Python tool would. The ``-q -x`` answer is stored as printed; the shell prints it with the
-``<timestamp>`` line replaced by the current time (``LC_ALL=C date``, the format and the local time
-``time.strftime`` uses), so the answer is byte-identical to the Python tool's but for the time.
+writes the state and the two CSV answers as the Python tool would. The ``-q -x`` answer is stored
+as printed; the shell prints it with the ``<timestamp>`` line replaced by the current time
+(``LC_ALL=C date``, the format and the local time ``time.strftime`` uses), so the answer is
+byte-identical to the Python tool's but for the time.
 
 Standard library only, ``posix`` rather than ``os`` (imported by the tool when it publishes).
 """
