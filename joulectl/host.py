@@ -13,7 +13,7 @@ import errno as errno_mod
 import os
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
 from typing import Any
 
@@ -192,6 +192,7 @@ class Host:
     #: Host paths this run refused because they resolve outside the root (for the exit code).
     escapes: list[str] = field(default_factory=list)
     _dir_cache: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         root = os.path.abspath(os.fspath(self.root))
@@ -212,6 +213,17 @@ class Host:
         self._real_root = os.path.realpath(root)
         self.is_live = self._real_root == "/"
         self._escaped_to = ""
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, computed once for ``key`` until :meth:`forget`: a fact several readers
+        of one inventory need (every GPU backend's scan of the PCI functions' vendors)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def forget(self) -> None:
+        """Drop what :meth:`memo` kept (each inventory starts from the hardware as it is now)."""
+        self._memo.clear()
 
     # -- paths -----------------------------------------------------------------------------
 

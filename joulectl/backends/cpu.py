@@ -351,35 +351,38 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
                 ints[text] = None
         return ints[text]
 
+    def attr(leaf: str, base: str, got: dict[str, str | None]) -> str | None:
+        """A leaf not read with the others (the first policy's, one per governor), or read."""
+        if leaves and leaf not in leaves:
+            return None
+        if leaf in got:
+            return got[leaf] or None
+        return host.read_attr(f"{base}/{leaf}").value or None
+
     for i, (name, p, got) in enumerate(zip(names, dirs, values, strict=True)):
-
-        def attr(leaf: str, base: str = p, got: dict[str, str | None] = got) -> str | None:
-            if leaves and leaf not in leaves:
-                return None
-            if leaf in got:
-                return got[leaf] or None
-            return host.read_attr(f"{base}/{leaf}").value or None
-
+        # The leaves read for every policy are in ``got`` (or not in the first policy: None).
+        get = got.get
         if i == 0:
-            driver = attr("scaling_driver")
-            governors = (attr("scaling_available_governors") or "").split()
-        governor = attr("scaling_governor")
+            driver = attr("scaling_driver", p, got)
+            governors = (attr("scaling_available_governors", p, got) or "").split()
+        governor = get("scaling_governor") or None
         if governor not in epps_by_governor:
-            epps_by_governor[governor] = (attr("energy_performance_available_preferences") or "").split()
+            epps_by_governor[governor] = (attr("energy_performance_available_preferences", p, got) or "").split()
         out.append(
             CpufreqPolicy(
                 name=name,
                 path=p,
-                cpus=_cpus(attr("affected_cpus") or attr("related_cpus")) if details or i == 0 else [],
+                cpus=_cpus(attr("affected_cpus", p, got) or attr("related_cpus", p, got)) if details or i == 0
+                else [],
                 driver=driver,
                 governor=governor,
                 available_governors=list(governors),
-                epp=attr("energy_performance_preference"),
+                epp=get("energy_performance_preference") or None,
                 available_epp=list(epps_by_governor[governor]),
-                min_khz=num(attr("cpuinfo_min_freq")),
-                max_khz=num(attr("cpuinfo_max_freq")),
-                base_khz=num(attr("base_frequency")),
-                cur_khz=num(attr("scaling_cur_freq")) if details else None,
+                min_khz=num(get("cpuinfo_min_freq") or None),
+                max_khz=num(get("cpuinfo_max_freq") or None),
+                base_khz=num(get("base_frequency") or None),
+                cur_khz=num(get("scaling_cur_freq") or None) if details else None,
                 layout=layout,
             )
         )

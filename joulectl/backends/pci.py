@@ -44,15 +44,16 @@ class PciDevice:
 def gpu_functions(host: Host, vendor_id: int) -> list[PciDevice]:
     """PCI functions of ``vendor_id`` with a GPU class (display or accelerator), sorted by bus id.
 
-    Reads ``vendor`` first and the rest only for that vendor's functions (a node has many PCI
-    functions and every read under a non-``/`` root is checked for confinement). ``driver`` is
+    Reads ``vendor`` first (once per inventory for every backend: :meth:`Host.memo`) and the rest
+    only for that vendor's functions (a node has many PCI functions and every read under a
+    non-``/`` root is checked for confinement). ``driver`` is
     left None here: each backend tells its driver by the function's hwmon name.
     """
     found = []
-    for name in host.listdir(PCI_DEVICES):
-        path = f"{PCI_DEVICES}/{name}"
-        if host.read_int(f"{path}/vendor", base=16) != vendor_id:
+    for name, vendor in host.memo("pci-vendors", lambda: _vendors(host)):
+        if vendor != vendor_id:
             continue
+        path = f"{PCI_DEVICES}/{name}"
         class_code = host.read_int(f"{path}/class", base=16)
         if class_code is None or (class_code >> 16) not in GPU_BASE_CLASSES:
             continue
@@ -67,6 +68,12 @@ def gpu_functions(host: Host, vendor_id: int) -> list[PciDevice]:
             )
         )
     return sorted(found, key=lambda d: d.bus_id)
+
+
+def _vendors(host: Host) -> list[tuple[str, int | None]]:
+    """Every PCI function's vendor id, read once per inventory for all the GPU backends (a GPU
+    server has a few hundred PCI functions, and each backend looks for its vendor's)."""
+    return [(name, host.read_int(f"{PCI_DEVICES}/{name}/vendor", base=16)) for name in host.listdir(PCI_DEVICES)]
 
 
 def find_hwmon(host: Host, device_path: str, names: tuple[str, ...]) -> tuple[str, str] | None:

@@ -52,6 +52,7 @@ def inventory(host: Host, *, gpus: bool = True, cpu: bool = True, node_name: str
     governor presets, and what the backend reads besides the limits (NVIDIA: architecture,
     clocks and clock tables, by ``-q -x``); a cap in watts or percent needs none of it (the
     catalog and the governor modules cost about 3 ms to load, an eight-H100 ``-q -x`` 5 ms)."""
+    host.forget()  # read the hardware as it is now (``discover --watch`` takes one inventory a refresh)
     if cpu:
         from joulectl.backends import cpu as cpu_backend
 

@@ -74,3 +74,35 @@ def test_a_write_that_reads_back_empty_is_unverified_and_says_so(tmp_path: Path)
                                 min_w=0.0, max_w=300.0)
     assert (out.device, out.status, out.message) == (
         "0000:c1:00.0", Status.APPLIED_UNVERIFIED, "written, but power1_cap reads back empty")
+
+
+def test_one_inventory_reads_each_functions_vendor_once(tmp_path: Path) -> None:
+    """The NVIDIA probe, the AMD and the Intel backend each look for their vendor's functions; one
+    inventory reads every function's ``vendor`` once for all three (a GPU server has a few hundred
+    PCI functions), and the next inventory reads them again: a function whose vendor changed
+    (a hot-plug, here an edit) is seen by it."""
+    from joulectl.ops.inventory import inventory
+
+    _function(tmp_path, "0000:18:00.0", "0x10de", "0x030200")
+    _function(tmp_path, "0000:1b:00.0", "0x1002", "0x030000")
+    _function(tmp_path, "0000:00:1f.0", "0x8086", "0x060100")  # an ISA bridge
+    host = Host(str(tmp_path))
+    reads: list[str] = []
+    read_int = host.read_int
+
+    def counting(path: str, **kw: object) -> int | None:
+        if path.endswith("/vendor"):
+            reads.append(path)
+        return read_int(path, **kw)  # type: ignore[arg-type]
+
+    host.read_int = counting  # type: ignore[method-assign]
+    inventory(host, cpu=False)
+    assert sorted(reads) == sorted(f"/sys/bus/pci/devices/{n}/vendor" for n in
+                                   ("0000:18:00.0", "0000:1b:00.0", "0000:00:1f.0"))
+    assert [d.bus_id for d in pci.gpu_functions(host, 0x1002)] == ["0000:1b:00.0"]  # the same scan
+    assert len(reads) == 3
+    (tmp_path / "sys/bus/pci/devices/0000:1b:00.0/vendor").write_text("0x8086\n")
+    reads.clear()
+    inventory(host, cpu=False)
+    assert len(reads) == 3
+    assert [d.bus_id for d in pci.gpu_functions(host, 0x1002)] == []

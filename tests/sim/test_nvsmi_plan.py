@@ -258,26 +258,52 @@ def test_a_missing_plan_or_staging_directory_runs_python(nodes: dict[str, Path],
         assert same_as_python(node, tmp_path / f"{victim}-cmp", "-i", "00000000:18:00.0", "-pl", "450") == "python"
 
 
-@pytest.mark.parametrize("failing", ["touch", "ln", "mv"])
-def test_a_failing_program_leaves_the_write_to_python(nodes: dict[str, Path], tmp_path: Path, failing: str) -> None:
-    """A program of the shell's write that fails (here: replaced by ``false``) before the state is
-    replaced: the Python tool writes instead, and what is left is what it leaves."""
-    node = copy(nodes["h100"], tmp_path / "n")
+def _failing(node: Path, program: str) -> None:
+    """Render the node's tool with ``program`` replaced by ``false``."""
     tools = {name: shutil.which(name) or "" for name in nvfast.SET_TOOLS}
-    tools[failing] = shutil.which("false") or "/bin/false"
+    tools[program] = shutil.which("false") or "/bin/false"
     script = nvfast.launcher(sys.executable, str(Path(nvfast.__file__).parents[3]), shutil.which("date") or "",
                              shutil.which("cat") or "", tools)
     (node / "bin/nvidia-smi").write_bytes(script)
+
+
+def _nothing_left(node: Path) -> None:
+    assert [p for p in os.listdir(node / "state") if p.endswith(".tmp") and p != ".tmp"] == []
+    assert os.listdir(node / "state/nvsmi-answers/.sh") == []
+
+
+@pytest.mark.parametrize("failing", ["touch", "ln"])
+def test_a_program_failing_before_the_state_is_replaced_leaves_the_write_to_python(
+        nodes: dict[str, Path], tmp_path: Path, failing: str) -> None:
+    """A program of the shell's write that fails (here: replaced by ``false``) before the state is
+    replaced: the Python tool writes instead, and what is left is what it leaves."""
+    node = copy(nodes["h100"], tmp_path / "n")
+    _failing(node, failing)
     reference = copy(nodes["h100"], tmp_path / "ref")
     args = ("-i", "00000000:18:00.0,00000000:2A:00.0", "-pl", "450")
     code, out, who = tool(node, *args)
     assert (code, out, who) == (*python_tool(reference, *args), "python")
-    assert json.loads((node / "state/nvml.json").read_text()) == json.loads(
-        (reference / "state/nvml.json").read_text())
+    assert files(node) == files(reference)
     assert tool(node, *RB) == (0, python_tool(reference, *RB)[1], "shell")
-    # nothing of the shell's attempt is left behind
-    assert [p for p in os.listdir(node / "state") if p.endswith(".tmp") and p != ".tmp"] == []
-    assert os.listdir(node / "state/nvsmi-answers/.sh") == []
+    _nothing_left(node)
+
+
+def test_answers_that_cannot_be_moved_after_the_write_are_not_served(nodes: dict[str, Path],
+                                                                    tmp_path: Path) -> None:
+    """The state replaced, the answers not moved into place (``mv`` fails): the write is done and
+    said, once; the old answers are not served for the new state, and the next query prepares
+    them again."""
+    node = copy(nodes["h100"], tmp_path / "n")
+    _failing(node, "mv")
+    reference = copy(nodes["h100"], tmp_path / "ref")
+    args = ("-i", "00000000:18:00.0,00000000:2A:00.0", "-pl", "450")
+    code, out, who = tool(node, *args)
+    assert (code, out, who) == (*python_tool(reference, *args), "shell")
+    assert (node / "state/nvml.json").read_bytes() == (reference / "state/nvml.json").read_bytes()
+    _nothing_left(node)
+    assert tool(node, *RB) == (0, python_tool(reference, *RB)[1], "python")  # which prepares them all again
+    for query in (RB, INV):
+        assert tool(node, *query) == (0, python_tool(reference, *query)[1], "shell")
 
 
 def test_a_tick_after_the_shells_write_keeps_it(tmp_path: Path) -> None:

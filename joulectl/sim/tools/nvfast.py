@@ -161,7 +161,8 @@ def publish(root: str, answers: dict[str, str], read: Any) -> bool:
             _unlink(path)
 
 
-#: The programs the shell's power-limit write runs, by name (see :func:`set_path`).
+#: The programs the shell's power-limit write runs, by name (see :func:`set_path`; ``rm`` only
+#: after a failure).
 SET_TOOLS = ("flock", "ln", "touch", "mv", "rm")
 
 
@@ -207,17 +208,22 @@ def set_path(tools: dict[str, str]) -> str:
         "      if [ -n \"$p\" ] && [ \"$p\" -lt $2 ]; then eval 'E'$k'=$pf'$k' e'$k'=$pw'$k\n"
         "      else eval 'E'$k'='$2' e'$k'='$v; fi\n"
         "    done\n"
-        "    T=$s.$$.tmp q=$a/.sh\n"
-        "    # the new state and answers, dated a nanosecond before the state's write (as publish() does);\n"
-        "    # the links first (the old answers invalid), the answers, the state last\n"
-        "    pl_write \"$T\" \"$q/inv\" \"$q/rb\" \"$q/pl\" &&\n"
-        f"      '{touch}' -r \"$T\" -d '-0.000000001 seconds' \"$T\" \"$q/inv\" \"$q/rb\" \"$q/pl\" &&\n"
-        f"      '{ln}' -f \"$T\" \"$a/csv.state\" &&\n"
-        f"      '{mv}' -f \"$q/inv\" \"$q/rb\" \"$q/pl\" \"$a/\" && '{mv}' -f \"$T\" \"$s\" || {{\n"
+        "    # The new state is written as the staged link q/csv.state, the answers beside it, all dated a\n"
+        "    # nanosecond before the state's write (as publish() does); then the state is replaced by it\n"
+        "    # (ln -f: a link and a rename), and the answers, the link last, moved into place. Until the\n"
+        "    # link moves the old csv.state names the old state: no answer is served.\n"
+        "    q=$a/.sh\n"
+        "    pl_write \"$q/csv.state\" \"$q/inv\" \"$q/rb\" \"$q/pl\" &&\n"
+        f"      '{touch}' -r \"$q/csv.state\" -d '-0.000000001 seconds' \"$q/csv.state\" \"$q/inv\" \"$q/rb\" \\\n"
+        "        \"$q/pl\" &&\n"
+        f"      '{ln}' -f \"$q/csv.state\" \"$s\" || {{\n"
         "      # the state is as it was: nothing of this attempt is left, and Python writes\n"
-        f"      '{rm}' -f \"$T\" \"$q/inv\" \"$q/rb\" \"$q/pl\"\n"
+        f"      '{rm}' -f \"$q/csv.state\" \"$q/inv\" \"$q/rb\" \"$q/pl\"\n"
         "      return 1\n"
         "    }\n"
+        "    # written: answers not moved (all or some) are not valid (the link names the old state)\n"
+        f"    '{mv}' -f \"$q/inv\" \"$q/rb\" \"$q/pl\" \"$q/csv.state\" \"$a/\" ||\n"
+        f"      '{rm}' -f \"$q/csv.state\" \"$q/inv\" \"$q/rb\" \"$q/pl\"\n"
         "    for k in $t; do\n"
         "      eval 'y=$b'$k' z=$o'$k\n"
         "      printf 'Power limit for GPU %s was set to %s W from %s W.\\n' \"$y\" \"$v\" \"$z\"\n"

@@ -26,8 +26,8 @@ before the state is replaced) runs the Python tool, which says what is wrong as 
 shell prints, writes and prepares is byte-identical to the Python tool's (tests/sim/
 test_nvsmi_plan.py holds them together), but that it does not ``fsync`` the state before the
 rename (ext4 flushes a file renamed over another on its own: ``auto_da_alloc``). The shell runs
-five programs (``flock``, ``touch``, ``ln``, ``mv`` twice), about 1.5 ms each: 8.6 ms of CPU for
-the write on eight H100s, where the Python tool takes 16.5 ms (9 of them its interpreter's start).
+four programs (``flock``, ``touch``, ``ln``, ``mv``), about 1.5 ms each: 6.4 ms of CPU for the
+write on eight H100s, where the Python tool takes 16.5 ms (9 of them its interpreter's start).
 
 Standard library only, and not ``re`` (the tool's start-up: tests/sim/test_fake_tools.py).
 """
