@@ -69,3 +69,37 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     # exit); no traceback, no "Exception ignored" at the flush
     assert r.returncode == 1
     assert r.stderr == "ATEXIT\n"
+
+
+# -- the collector at start-up (joulectl/__main__.py) ------------------------------------------------
+
+
+def _python(code: str) -> str:
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return r.stdout.strip()
+
+
+def test_the_entry_points_load_the_cli_without_the_collector_then_freeze_and_collect_again() -> None:
+    """``python -m joulectl`` and the console script import the command line with the cyclic
+    collector off, freeze what it loaded, and turn the collector on again for the command."""
+    probe = ("import gc\n"
+             "seen = []\n"
+             "gc.callbacks.append(lambda phase, info: seen.append(info['generation']) if phase == 'start' else None)\n"
+             "import joulectl.__main__ as m\n"
+             "print(len(seen), gc.isenabled(), gc.get_freeze_count() > 10000, 'typer' in __import__('sys').modules)")
+    assert _python(probe) == "0 True True True"  # no collection while the CLI loaded
+    # without the entry point, the same import runs collections (so the probe above can see them)
+    assert _python(probe.replace("import joulectl.__main__ as m", "import joulectl.cli")).split()[0] != "0"
+    # a process that turned the collector off itself keeps it off
+    assert _python("import gc; gc.disable(); import joulectl.__main__; print(gc.isenabled())") == "False"
+
+
+def test_the_console_script_is_the_entry_point_that_does_so() -> None:
+    import tomllib
+
+    with open(Path(__file__).parents[2] / "pyproject.toml", "rb") as fh:
+        scripts = tomllib.load(fh)["project"]["scripts"]
+    assert scripts == {"joulectl": "joulectl.__main__:main"}
+    r = subprocess.run([sys.executable, "-m", "joulectl", "--version"], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "joulectl 0.1.0\n", "")
