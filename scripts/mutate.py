@@ -79,7 +79,7 @@ MAP: dict[str, tuple[list[str], list[str]]] = {
         "tests/scheduling/test_hami.py",
         "tests/scheduling/test_score.py", "tests/cli/test_schedule_check.py"]),
     "sim/tools/nvplan.py": (["joulectl/sim/tools/nvplan.py"], [
-        "tests/sim/test_nvsmi_plan.py", "tests/sim/test_nvsmi_fast.py", "tests/sim/test_fake_tools.py"]),
+        "tests/sim/test_nvsmi_plan.py", "tests/sim/test_nvsmi_fast.py"]),
     "sim/tick.py": (["joulectl/sim/tick.py"], [
         "tests/sim/test_runtime_clock.py", "tests/sim/test_tick_poll_writes.py", "tests/sim/test_tick.py",
         "tests/sim/test_tick_kernel.py",
