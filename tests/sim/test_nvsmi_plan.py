@@ -306,6 +306,24 @@ def test_answers_that_cannot_be_moved_after_the_write_are_not_served(nodes: dict
         assert tool(node, *query) == (0, python_tool(reference, *query)[1], "shell")
 
 
+def test_a_file_left_in_the_staging_directory_is_never_written_into(nodes: dict[str, Path],
+                                                                     tmp_path: Path) -> None:
+    """An attempt that died after putting the new state in place leaves ``.sh/csv.state``, a link
+    to the state: the next write does not write into it (that would edit the state in place),
+    removes it and leaves the write to Python."""
+    node = copy(nodes["h100"], tmp_path / "n")
+    reference = copy(nodes["h100"], tmp_path / "ref")
+    state = node / "state/nvml.json"
+    before = state.read_bytes()
+    os.link(state, node / "state/nvsmi-answers/.sh/csv.state")
+    os.link(state, tmp_path / "old-state")  # the inode, whatever the names do
+    args = ("-i", "00000000:18:00.0", "-pl", "450")
+    assert tool(node, *args) == (*python_tool(reference, *args), "python")
+    assert (tmp_path / "old-state").read_bytes() == before  # the old inode never written
+    assert state.read_bytes() == (reference / "state/nvml.json").read_bytes()
+    _nothing_left(node)
+
+
 def test_a_tick_after_the_shells_write_keeps_it(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: t}\nspec:\n"
