@@ -339,3 +339,26 @@ def test_a_tick_after_the_shells_write_keeps_it(tmp_path: Path) -> None:
     assert gpu["power"]["drawMw"] <= 300000  # the tick holds the GPU's draw to the new limit
     code, out, who = tool(node, *RB)  # the tick replaced the state: Python answers, from its state
     assert (code, who, out.splitlines()[0]) == (0, "python", "00000000:18:00.0, 300.00, 300.00")
+
+
+@pytest.mark.parametrize("broken", [
+    {"limitMw": None}, {"limitMw": 700000.0}, {"enforcedLimitMw": None}, {"enforcedLimitMw": "700000"},
+])
+def test_no_plan_for_a_state_without_integer_limits_or_bus_ids(nodes: dict[str, Path],
+                                                               broken: dict[str, object]) -> None:
+    """A hand-edited state whose limits are not integers, or a GPU without a bus id: no plan (every
+    -pl goes to the Python tool, which says what it says of such a state); the good state has one."""
+    from joulectl.sim.tools import nvplan, nvsmi
+    from joulectl.sim.tools.state import dumps
+
+    def plan(state: dict[str, object]) -> dict[str, str] | None:
+        return nvplan.plan(state, lambda g: True, dumps, lambda twin: nvsmi._answers(twin, ("inv", "rb"), plan=False))
+
+    state = json.loads((nodes["h100"] / "state/nvml.json").read_text())
+    assert plan(state) is not None
+    gpu = state["gpus"][3]
+    gpu["power"].update(broken)
+    assert plan(state) is None
+    fine = json.loads((nodes["h100"] / "state/nvml.json").read_text())
+    fine["gpus"][3]["busId"] = 18
+    assert plan(fine) is None
