@@ -59,6 +59,21 @@ def render_one(root: Path, profile: str, name: str = "n", overrides: dict[str, A
     return root / f"{name}-0"
 
 
+def ticked_h100(tmp_path: Path) -> tuple[str, Path]:
+    """(spec file, root) of a one-node H100 cluster under load, run for one tick: ``h100-0``'s
+    tree has its first tick's state (run ``runtime.run(spec, root, ticks=1, fast=True)`` again
+    for another)."""
+    from joulectl.sim import runtime
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: t}\nspec:\n"
+                    "  defaults:\n    baseLoad: {cpuUtil: 0.5, gpuUtil: 1.0}\n"
+                    "  pools:\n  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n")
+    root = tmp_path / "root"
+    runtime.run(str(spec), str(root), ticks=1, fast=True)
+    return str(spec), root
+
+
 @pytest.fixture(scope="session")
 def all_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One rendered (never modified) tree per builtin profile: {profile: node dir}."""

@@ -21,7 +21,7 @@ import pytest
 
 from joulectl.sim import runtime
 from joulectl.sim.tools import nvfast
-from tests.sim.conftest import render_one
+from tests.sim.conftest import render_one, ticked_h100
 
 QX = ("-q", "-x")
 RB = ("--query-gpu=pci.bus_id,power.limit,enforced.power.limit", "--format=csv,noheader,nounits")
@@ -223,17 +223,12 @@ def test_a_hand_edit_by_rename_falls_back(h100: Path) -> None:
 
 
 def test_a_tick_invalidates_the_answers(tmp_path: Path) -> None:
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: t}\nspec:\n"
-                    "  defaults:\n    baseLoad: {cpuUtil: 0.5, gpuUtil: 1.0}\n"
-                    "  pools:\n  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n")
-    root = tmp_path / "root"
-    runtime.run(str(spec), str(root), ticks=1, fast=True)
+    spec, root = ticked_h100(tmp_path)
     tree = root / "h100-0"
     served_answers(tree)
     qx_before, who = smi(tree, *QX)
     assert who == "shell"
-    runtime.run(str(spec), str(root), ticks=1, fast=True)
+    runtime.run(spec, str(root), ticks=1, fast=True)
     qx_after, who = smi(tree, *QX)
     assert who == "python"
     state = json.loads((tree / "state/nvml.json").read_text())

@@ -25,7 +25,7 @@ import pytest
 from joulectl.sim import runtime
 from joulectl.sim.profiles import BOARDS_DIR
 from joulectl.sim.tools import nvfast
-from tests.sim.conftest import render_one
+from tests.sim.conftest import render_one, ticked_h100
 
 INV = ("--query-gpu=pci.bus_id,uuid,power.min_limit,power.max_limit,power.default_limit,power.limit,"
        "enforced.power.limit,power.draw,mig.mode.current,persistence_mode,name", "--format=csv,noheader,nounits")
@@ -325,15 +325,10 @@ def test_a_file_left_in_the_staging_directory_is_never_written_into(nodes: dict[
 
 
 def test_a_tick_after_the_shells_write_keeps_it(tmp_path: Path) -> None:
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("apiVersion: sim.joulie.io/v1alpha1\nkind: ClusterSpec\nmetadata: {name: t}\nspec:\n"
-                    "  defaults:\n    baseLoad: {cpuUtil: 0.5, gpuUtil: 1.0}\n"
-                    "  pools:\n  - {name: h100, profile: nvidia-h100-sxm-8gpu, count: 1}\n")
-    root = tmp_path / "root"
-    runtime.run(str(spec), str(root), ticks=1, fast=True)
+    spec, root = ticked_h100(tmp_path)
     node = prepared(root / "h100-0")
     assert tool(node, "-i", "00000000:18:00.0", "-pl", "300")[2] == "shell"
-    runtime.run(str(spec), str(root), ticks=1, fast=True)
+    runtime.run(spec, str(root), ticks=1, fast=True)
     gpu = json.loads((node / "state/nvml.json").read_text())["gpus"][0]
     assert (gpu["power"]["limitMw"], gpu["power"]["enforcedLimitMw"]) == (300000, 300000)
     assert gpu["power"]["drawMw"] <= 300000  # the tick holds the GPU's draw to the new limit
