@@ -20,8 +20,9 @@ cap's inventory answer and for the same state, what the shell needs to make that
 The shell takes this way only for exactly ``-i <bus>,... -pl <W>`` with ``W`` a plain number of
 watts with at most two decimals, each ``<bus>`` a GPU's bus id as the state spells it, once,
 every one of them a GPU the tool would change without a message of its own, ``W`` in each one's
-range, ``HWEMU_UNPRIVILEGED`` unset, and the plan valid (while the inventory answer is: its link ``csv.state``, see
-:mod:`~joulectl.sim.tools.nvfast`); every other case (and every failure of the shell on the way,
+range, ``HWEMU_UNPRIVILEGED`` unset, and the plan valid (while the inventory answer is: its link
+``csv.state``, see :mod:`~joulectl.sim.tools.nvfast`; the plan's files have no link of their
+own); every other case (and every failure of the shell on the way,
 before the state is replaced) runs the Python tool, which says what is wrong as before. What the
 shell prints, writes and prepares is byte-identical to the Python tool's (tests/sim/
 test_nvsmi_plan.py holds them together), but that it does not ``fsync`` the state before the
@@ -39,9 +40,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-#: The plan's file names in the answers directory (not served forms: no ``.state`` link of their
-#: own; they are valid while the inventory answer is).
-PLAN = ("plw", "pl")
 #: The GPU's two limits in the prepared texts: 13 digits each (so none is part of another), at
 #: a value no state holds; ``+ 100 * i`` for GPU ``i``, ``+ 10`` for the enforced one.
 _SENTINEL = 9_876_543_210_000
