@@ -94,15 +94,25 @@ def parse_dpm_levels(text: str) -> tuple[list[int], int | None]:
     return levels, current
 
 
-def _uw(host: Host, path: str) -> tuple[float | None, str | None]:
-    """A µW attribute in watts, or (None, reason)."""
-    attr = host.read_attr(path)
-    if attr.value is None:
-        return None, attr.reason
-    if attr.value == "":
+#: What discover reads of each GPU, by directory, in one batch each (``Host.read_values``).
+_HWMON_LEAVES = ("power1_cap", "power1_cap_min", "power1_cap_max", "power1_cap_default", "power1_average",
+                 "power1_input")
+_DEVICE_LEAVES = ("product_name", "unique_id", "current_compute_partition", "power_dpm_force_performance_level",
+                  "pp_dpm_sclk", "pp_dpm_mclk")
+
+
+def _uw(host: Host, path: str, value: str | None = None) -> tuple[float | None, str | None]:
+    """A µW attribute in watts, or (None, reason); ``value``: the attribute as already read (its
+    reason, when it could not be, is asked of :meth:`Host.read_attr`)."""
+    if value is None:
+        attr = host.read_attr(path)
+        if attr.value is None:
+            return None, attr.reason
+        value = attr.value
+    if value == "":
         return None, "empty"
     try:
-        return uw_to_w(parse_sysfs_int(attr.value, limit=MAX_POWER_UW)), None
+        return uw_to_w(parse_sysfs_int(value, limit=MAX_POWER_UW)), None
     except ValueError as e:
         return None, str(e)
 
@@ -113,32 +123,33 @@ def discover(host: Host, *, details: bool = True) -> list[GpuDevice]:
     found: list[tuple[GpuDevice, int | None]] = []
     for dev_path, hwmon, device_id in _amdgpu_functions(host):
         cap_file = f"{hwmon}/power1_cap"
-        if not host.exists(cap_file):
+        hw = host.read_values(hwmon, _HWMON_LEAVES)
+        if hw["power1_cap"] is None and not host.exists(cap_file):
             continue  # APU integrated GPU (or SR-IOV VF): no cap, not counted
         bus_id = dev_path.rsplit("/", 1)[1].lower()
         warnings: list[str] = []
-        cap_w, cap_reason = _uw(host, cap_file)
-        min_w, min_reason = _uw(host, f"{hwmon}/power1_cap_min")
-        max_w, max_reason = _uw(host, f"{hwmon}/power1_cap_max")
+        cap_w, cap_reason = _uw(host, cap_file, hw["power1_cap"])
+        min_w, min_reason = _uw(host, f"{hwmon}/power1_cap_min", hw["power1_cap_min"])
+        max_w, max_reason = _uw(host, f"{hwmon}/power1_cap_max", hw["power1_cap_max"])
         if min_w == 0:
             min_w = None  # Polaris, Vega, RDNA4: 0 means the minimum is unknown, not 0 W
-        default_w, default_reason = _uw(host, f"{hwmon}/power1_cap_default")
-        power_w, _ = _uw(host, f"{hwmon}/power1_average")
+        default_w, default_reason = _uw(host, f"{hwmon}/power1_cap_default", hw["power1_cap_default"])
+        power_w, _ = _uw(host, f"{hwmon}/power1_average", hw["power1_average"])
         if power_w is None:
-            power_w, _ = _uw(host, f"{hwmon}/power1_input")
+            power_w, _ = _uw(host, f"{hwmon}/power1_input", hw["power1_input"])
         if cap_reason:
             warnings.append(f"power1_cap unreadable ({cap_reason})")
         if min_reason and host.exists(f"{hwmon}/power1_cap_min"):
             warnings.append(f"power1_cap_min unreadable ({min_reason})")
-        raw_model = host.read_attr(f"{dev_path}/product_name").value or None
+        dev = host.read_values(dev_path, _DEVICE_LEAVES)
+        raw_model = dev["product_name"] or None
         if raw_model is None and device_id is not None:
             raw_model = DEVICE_NAMES.get(device_id, f"AMD GPU {device_id:#06x}")
-        uuid = host.read_attr(f"{dev_path}/unique_id").value or None
-        partition = host.read_attr(f"{dev_path}/current_compute_partition").value or None
-        perf_level = host.read_attr(f"{dev_path}/power_dpm_force_performance_level").value or None
-        sclk_attr = host.read_attr(f"{dev_path}/pp_dpm_sclk")
-        sclk_levels, sclk_now = parse_dpm_levels(sclk_attr.value or "")
-        _, mclk_now = parse_dpm_levels(host.read_attr(f"{dev_path}/pp_dpm_mclk").value or "")
+        uuid = dev["unique_id"] or None
+        partition = dev["current_compute_partition"] or None
+        perf_level = dev["power_dpm_force_performance_level"] or None
+        sclk_levels, sclk_now = parse_dpm_levels(dev["pp_dpm_sclk"] or "")
+        _, mclk_now = parse_dpm_levels(dev["pp_dpm_mclk"] or "")
         clocks: dict[str, object] = {}
         if sclk_now is not None:
             clocks["graphics_mhz"] = sclk_now

@@ -155,6 +155,25 @@ def test_empty_reads_are_unknown_and_hwmon_found_by_name(root: Path, trees: Modu
     assert g.control.available is False and g.control.reason == "power1_cap_max unreadable (empty)"
 
 
+def test_reasons_of_attributes_read_in_one_batch(root: Path, trees: ModuleType) -> None:
+    """discover reads a GPU's hwmon and device attributes a directory at a time: an attribute that
+    cannot be read still says why (its errno), one that is not there is missing, not unreadable."""
+    trees.amd_2s_host(root)
+    base = trees.amdgpu(root, "0000:05:00.0", device=0x74A1, hwmon_n=7, product="AMD Instinct MI300X",
+                        cap_uw=750_000_000, cap_min_uw=350_000_000, cap_max_uw=750_000_000,
+                        cap_default_uw=750_000_000)
+    hw = root / base.lstrip("/") / "hwmon/hwmon7"
+    for name in ("power1_cap_max", "power1_cap_min"):
+        (hw / name).unlink()
+        (hw / name).mkdir()  # read(2) fails with EISDIR
+    (hw / "power1_cap_default").unlink()
+    (g,) = amd.discover(Host(str(root)))
+    assert g.control.reason == "power1_cap_max unreadable (EISDIR)"
+    assert g.warnings == ["power1_cap_min unreadable (EISDIR)"]
+    assert (g.cap_range.min_w, g.cap_range.max_w, g.cap_range.default_w) == (None, None, None)
+    assert (g.raw_model, g.current_cap_w) == ("AMD Instinct MI300X", 750)
+
+
 def test_no_amdgpu_hwmon_no_gpu(root: Path, trees: ModuleType) -> None:
     trees.amd_2s_host(root)
     trees.pci_device(root, "0000:05:00.0", 0x1002, 0x74A1, 0x120000, "vfio-pci")  # passed through to a VM
