@@ -443,12 +443,21 @@ class _Pool:
             return self.local.tick(now, dt_s, loads)
         for _proc, conn in self.procs:
             conn.send(("tick", now, dt_s, loads))
+        # Each shard's answer is taken (and unpickled) as soon as it is there, while another worker
+        # may still compute; they are put together in shard order, so the events keep their order.
+        from multiprocessing.connection import wait
+
+        pending: dict[Any, int] = {conn: k for k, (_proc, conn) in enumerate(self.procs)}
+        answers: list[Any] = [None] * len(self.procs)
+        while pending:
+            for ready in wait(list(pending)):
+                answers[pending[ready]] = self._recv(ready)  # type: ignore[arg-type]
+                del pending[ready]
         shard_samples: list[Sample] = []
         events: list[Event] = []
         lines: list[str | None] = []
         blocks: telemetry.PromBlocks = ([], [], [], [], [])
-        for _proc, conn in self.procs:
-            s, e, (shard_lines, shard_blocks) = self._recv(conn)
+        for s, e, (shard_lines, shard_blocks) in answers:
             shard_samples.extend(s)
             events.extend(e)
             lines.extend(shard_lines)

@@ -1,7 +1,7 @@
 """Telemetry of a simulator run: OTLP JSON lines, a Prometheus text file, and events.jsonl.
 
-Both metric files are written atomically each tick (temporary file, rename), so a reader never
-sees half of one:
+Both metric files are written atomically each tick (a temporary file swapped in), so a reader
+never sees half of one:
 
 * ``<root>/telemetry/otlp.jsonl``: the latest export, one OTLP ``ExportMetricsServiceRequest``
   (JSON encoding) per line, one line per node plus one for the facility. Metric names follow the
@@ -20,11 +20,13 @@ sees half of one:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -300,13 +302,59 @@ def prometheus_text(blocks: PromBlocks, fac: Facility | None, *, tick_seconds: f
     return "\n".join(out) + "\n"
 
 
+#: libc's ``renameat2`` (None: not looked up yet; False: this C library has none).
+_RENAMEAT2: Any = None
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the files at ``a`` and ``b`` in one step (``renameat2`` with ``RENAME_EXCHANGE``);
+    False where the C library, the kernel or the filesystem cannot (nothing is changed then)."""
+    global _RENAMEAT2
+    if _RENAMEAT2 is None:
+        import ctypes
+
+        try:
+            fn = ctypes.CDLL(None, use_errno=True).renameat2
+            fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+            fn.restype = ctypes.c_int
+            _RENAMEAT2 = fn
+        except (AttributeError, OSError):
+            _RENAMEAT2 = False
+    if _RENAMEAT2 is False:
+        return False
+    return bool(_RENAMEAT2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0)
+
+
 def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` to ``path`` through a temporary file swapped in at once: a reader sees the
+    whole old file or the whole new one.
+
+    Where ``path`` is a regular file already, the new file takes its place by an exchange
+    (``renameat2`` ``RENAME_EXCHANGE``) and the old one, now under the temporary name, is removed;
+    elsewhere (no file yet, no ``renameat2``) by a rename. Not a rename over the old file: ext4
+    (``auto_da_alloc``) starts writing a file renamed over another to disk in the renaming call,
+    10 ms a tick for the 17 MB of 10,000 nodes' OTLP lines, and 20-40 MB/s of disk writes for
+    files replaced every second; removed within a tick or two, the old file's pages are dropped
+    before they reach the disk (docs/PERFORMANCE.md)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        try:
+            regular = stat.S_ISREG(os.lstat(path).st_mode)
+        except OSError:
+            regular = False
+        if regular and _exchange(tmp, path):
+            os.unlink(tmp)  # the previous content
+            return
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # nothing half-written left behind (a full disk, a directory in the way)
+        raise
 
 
 _START, _NOW, _VALUE = "\x01start\x01", "\x01now\x01", "\x01value\x01"
@@ -411,7 +459,7 @@ def write_tick(root: str, samples: Sequence[Sample], fac: Facility | None, profi
     lines = [line for line in rendered[0] if line is not None]
     if fac is not None and samples:
         lines.append(json.dumps(otlp_facility(fac, samples[0].time_s, cluster), separators=(",", ":")))
-    write_atomic(os.path.join(root, "telemetry", "otlp.jsonl"), "".join(line + "\n" for line in lines))
+    write_atomic(os.path.join(root, "telemetry", "otlp.jsonl"), "\n".join(lines) + "\n" if lines else "")
     prom = prometheus_text(rendered[1], fac, tick_seconds=tick_seconds, overruns=overruns)
     write_atomic(os.path.join(root, "metrics.prom"), prom)
     return lines, prom

@@ -210,6 +210,13 @@ class Sample:
     #: frequency fraction): what the HTTP endpoints and exporter formats report.
     readings: dict[str, float] = field(default_factory=dict)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as its field values in order, not as a ``__dict__``: a worker sends every
+        node's sample to the main process each tick, and this loads in two thirds of the time
+        (docs/PERFORMANCE.md)."""
+        return type(self), (self.node, self.time_s, self.power_w, self.cpu_w, self.gpu_w, self.energy_j,
+                            self.gpu_power_w, self.caps_w, self.governors, self.virtual, self.start_s, self.readings)
+
 
 #: Prefixes of the ledger state keys a :class:`Sample` carries as readings.
 _READING_PREFIXES = ("T.", "P.", "u.", "c.", "cap.", "f.")

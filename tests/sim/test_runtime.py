@@ -201,6 +201,40 @@ def test_a_pools_rendered_telemetry_is_its_samples_in_their_order(tmp_path: Path
         pool.close()
 
 
+def test_a_pool_takes_the_shard_that_answers_first_and_keeps_the_shard_order(tmp_path: Path) -> None:
+    # The main process unpickles a shard's answer as soon as it is there (another worker may still
+    # compute): the second shard answering first changes nothing: samples in name order, each
+    # with its telemetry, events in shard order (events.jsonl stays the same run to run).
+    import multiprocessing
+    import threading
+
+    from joulectl.sim.tick import Event, Sample
+
+    def answer(nodes: list[str], event: str) -> tuple[str, Any]:
+        samples = [Sample(n, 1.0, 10.0, 10.0, 0.0, {}, {}, {}, {}) for n in nodes]
+        return ("ok", (samples, [Event(1.0, nodes[0], event, {})],
+                       ([f"line {n}" for n in nodes], tuple([f"{k} {n}" for n in nodes] for k in range(5)))))
+
+    pool = object.__new__(runtime._Pool)
+    pool.local = None
+    ends = [multiprocessing.Pipe() for _ in range(2)]
+    pool.procs = [(None, main_end) for main_end, _ in ends]
+    ends[1][1].send(answer(["b", "d"], "second"))  # shard 1 is ready before the tick is even sent
+    late = threading.Timer(0.2, lambda: ends[0][1].send(answer(["a", "c", "e"], "first")))
+    late.start()
+    try:
+        samples, events = pool.tick(1.0, 1.0)
+    finally:
+        late.join()
+    assert [s.node for s in samples] == ["a", "b", "c", "d", "e"]
+    assert [e.name for e in events] == ["first", "second"]
+    assert pool.rendered is not None
+    assert pool.rendered[0] == [f"line {n}" for n in "abcde"]
+    assert pool.rendered[1][4] == [f"4 {n}" for n in "abcde"]
+    for _main_end, worker_end in ends:
+        assert worker_end.recv()[0] == "tick"
+
+
 def test_the_nodes_are_frozen_out_of_the_collector_in_every_process_for_the_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # gc.freeze: a full collection of a worker holding 5,000 nodes walked ~400,000 objects (0.1-0.17 s,

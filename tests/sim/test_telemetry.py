@@ -110,6 +110,75 @@ def test_prometheus_text_file(run_root: tuple[Path, list[Any]]) -> None:
         assert line.startswith("#") or re.match(r"^[a-z_]+(\{[^}]*\})? -?[0-9.]+(e[-+]?\d+)?$", line), line
 
 
+def test_write_atomic_swaps_the_new_file_in_and_removes_the_old(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # The metric files are rewritten every tick: swapped in (renameat2 RENAME_EXCHANGE) and the old
+    # one removed, not renamed over it (ext4 writes a file renamed over another to disk in the
+    # rename: issue 20). A reader holding the old file keeps reading it whole; a new reader sees
+    # the new one; no temporary file stays; the first write (nothing to swap with) renames.
+    swaps: list[tuple[str, str]] = []
+    exchange = telemetry._exchange
+
+    def counting(a: str, b: str) -> bool:
+        swaps.append((a, b))
+        return exchange(a, b)
+
+    monkeypatch.setattr(telemetry, "_exchange", counting)
+    path = tmp_path / "telemetry" / "otlp.jsonl"
+    telemetry.write_atomic(str(path), "first\n")
+    assert path.read_text() == "first\n" and swaps == []
+    with open(path, encoding="utf-8") as old:
+        telemetry.write_atomic(str(path), "second\n" * 1000)
+        assert old.read() == "first\n"
+    assert path.read_text() == "second\n" * 1000
+    assert len(swaps) == 1 and swaps[0][1] == str(path)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["otlp.jsonl"]
+
+
+def test_write_atomic_without_an_exchange_renames(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A C library without renameat2, or a filesystem that refuses RENAME_EXCHANGE: a rename, as before.
+    monkeypatch.setattr(telemetry, "_RENAMEAT2", False)
+    path = tmp_path / "metrics.prom"
+    path.write_text("old\n")
+    telemetry.write_atomic(str(path), "new\n")
+    assert path.read_text() == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.prom"]
+    monkeypatch.setattr(telemetry, "_RENAMEAT2", lambda *args: -1)  # the call fails: nothing swapped
+    telemetry.write_atomic(str(path), "newer\n")
+    assert path.read_text() == "newer\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.prom"]
+
+
+def test_write_atomic_leaves_a_directory_in_the_way_and_no_temporary_file(tmp_path: Path) -> None:
+    # Not a regular file where the metric file goes: never swapped with it; the rename fails with
+    # the system's error and the temporary file is removed.
+    (tmp_path / "metrics.prom").mkdir()
+    (tmp_path / "metrics.prom" / "keep").write_text("x")
+    with pytest.raises(IsADirectoryError):
+        telemetry.write_atomic(str(tmp_path / "metrics.prom"), "text\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.prom"]
+    assert (tmp_path / "metrics.prom" / "keep").read_text() == "x"
+
+
+def test_a_sample_pickles_every_field() -> None:
+    # Samples go from the workers to the main process every tick, pickled as their field values in
+    # order (Sample.__reduce__): each field, set apart from its default, comes back.
+    import dataclasses
+    import pickle
+
+    values: dict[str, Any] = {
+        "node": "n1", "time_s": 1.8e9, "power_w": 512.5, "cpu_w": 300.25, "gpu_w": 212.25,
+        "energy_j": {"pkg0": ("cpu", 12.5), "gpu0": ("gpu", 3.0)}, "gpu_power_w": {"gpu0": 212.25},
+        "caps_w": {"pkg0": 270.0, "gpu0": None}, "governors": {"pkg0": "powersave"}, "virtual": True,
+        "start_s": 1.7e9, "readings": {"T.gpu0": 41.5},
+    }
+    assert sorted(values) == sorted(f.name for f in dataclasses.fields(Sample))
+    sample = Sample(**values)
+    back = pickle.loads(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL))
+    assert type(back) is Sample and back == sample
+    assert {f.name: getattr(back, f.name) for f in dataclasses.fields(Sample)} == values
+
+
 def test_append_events_format(tmp_path: Path) -> None:
     n = telemetry.append_events(str(tmp_path), [
         Event(1_800_000_000.25, "n1", "joulie.sim.write.rejected", {"errno": 22, "error.type": "einval"}),
