@@ -130,11 +130,17 @@ def _note_rewritten_defaults(host: Host, devices: list[GpuDevice]) -> None:
         return
     import json
 
-    from joulectl.ops.journal import JOURNAL_PATH, Journal
+    from joulectl.ops import JOURNAL_PATH
 
     try:
-        journal = Journal.from_dict(json.loads(host.read(JOURNAL_PATH)))
-    except Exception:  # no journal, or one cap will report: nothing to compare with
+        text = host.read(JOURNAL_PATH)
+    except Exception:  # no journal (a node joulectl never changed: the journal module is not loaded)
+        return
+    from joulectl.ops.journal import Journal
+
+    try:
+        journal = Journal.from_dict(json.loads(text))
+    except Exception:  # a journal that cap will report: nothing to compare with
         return
     for d in same:
         original = journal.original(d.bus_id, "capWatts")

@@ -40,9 +40,9 @@ from typing import Any
 
 from joulectl.errors import ConfinementError, InputError
 from joulectl.host import EscapeError, Host, HostIOError, NotRegularError
+from joulectl.ops import JOURNAL_PATH as JOURNAL_PATH  # re-exported: where every other module reads it
 from joulectl.record import record
 
-JOURNAL_PATH = "/var/lib/joulectl/state.json"
 HISTORY_LIMIT = 50
 #: History kept per device, in bytes of JSON (the entries of a cron node are ~100 B each).
 HISTORY_MAX_BYTES = 16 << 10
