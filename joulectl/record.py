@@ -121,11 +121,19 @@ def _process(cls: type, frozen: bool) -> type:
     # Every field a keyword of __init__, none filled by a factory: a call naming all of them
     # (the usual one on the hot paths, hundreds of cpufreq policies) just sets them in order.
     every = tuple(name for name, _, _ in plan) if all(name in init_names for name, _, _ in plan) else None
+    # ... straight into the instance's dict (half the time of a setattr call per field) unless a
+    # field's name is a data descriptor of the class, whose __set__ a setattr must call.
+    direct = every is not None and not any(hasattr(type(getattr(cls, name, None)), "__set__") for name in every)
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         if every is not None and not args and kwargs.keys() == init_names:
-            for name in every:
-                set_attr(self, name, kwargs[name])
+            if direct and type(self) is cls:  # (a subclass may make a field a property)
+                values = self.__dict__
+                for name in every:
+                    values[name] = kwargs[name]
+            else:
+                for name in every:
+                    set_attr(self, name, kwargs[name])
             if post_init:
                 self.__post_init__()
             return

@@ -58,7 +58,8 @@ DEVICE_NAMES = {
 }
 
 #: (``[mM][hH][zZ]``: what IGNORECASE matches for these letters, without its slower compile)
-_LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*[mM][hH][zZ]\s*(\*)?")
+#: Compiled at its first use (``re``'s cache), not at import: this module is loaded on every host.
+_LEVEL = r"^\s*(\d+)\s*:\s*(\d+)\s*[mM][hH][zZ]\s*(\*)?"
 
 __all__ = ["discover", "is_available", "parse_dpm_levels", "set_caps", "vendor"]
 
@@ -84,7 +85,7 @@ def parse_dpm_levels(text: str) -> tuple[list[int], int | None]:
     levels: list[int] = []
     current = None
     for line in text.splitlines():
-        m = _LEVEL.match(line)
+        m = re.match(_LEVEL, line)
         if not m:
             continue
         mhz = int(m.group(2))

@@ -389,14 +389,15 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
     return out
 
 
-_CPU = re.compile(r"^cpu(\d+)$")
+#: Compiled at its first use (``re``'s cache): only kernels without cpufreq policies need it.
+_CPU = r"^cpu(\d+)$"
 
 
 def _legacy_dirs(host: Host) -> tuple[list[str], list[str]]:
     """Kernels without ``cpufreq/policyN`` (before 4.x): one ``cpuN/cpufreq`` per CPU, in N order.
     Where such a directory is a symlink to another CPU's (CPUs sharing a policy), it is listed once,
     under the CPU that owns it."""
-    cpus = sorted((int(m.group(1)), e) for e in host.listdir(CPU_DIR) if (m := _CPU.match(e)))
+    cpus = sorted((int(m.group(1)), e) for e in host.listdir(CPU_DIR) if (m := re.match(_CPU, e)))
     names: list[str] = []
     dirs: list[str] = []
     seen: set[str] = set()
@@ -412,7 +413,7 @@ def _legacy_dirs(host: Host) -> tuple[list[str], list[str]]:
             continue
         seen.add(real)
         owner = real.rsplit("/", 2)[-2] if real.endswith("/cpufreq") else entry
-        names.append(owner if _CPU.match(owner) else entry)
+        names.append(owner if re.match(_CPU, owner) else entry)
         dirs.append(d if real == d else real)
     return names, dirs
 

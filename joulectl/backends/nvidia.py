@@ -57,7 +57,8 @@ INVENTORY_FIELDS = ("pci.bus_id", "uuid", "power.min_limit", "power.max_limit", 
                     "name")
 INVENTORY_ARGV = (SMI, f"--query-gpu={','.join(INVENTORY_FIELDS)}", "--format=csv,noheader,nounits")
 
-_NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+#: Compiled at its first use (``re``'s cache), not at import: this module is loaded on every host.
+_NUMBER = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$"
 
 __all__ = ["discover", "is_available", "parse_smi_csv", "parse_smi_xml", "parse_value", "set_caps", "transport",
            "vendor"]
@@ -100,7 +101,7 @@ def parse_value(value: str | None) -> float | None:
     clock) and anything else -> None."""
     if value is None:
         return None
-    m = _NUMBER.match(value)
+    m = re.match(_NUMBER, value)
     if not m:
         return None
     number = float(m.group(1))
@@ -118,7 +119,7 @@ def _control(min_w: float | None, max_w: float | None, cap_w: float | None, mana
 
 
 def _arch(value: str | None) -> str | None:
-    if not value or _NUMBER.match(value) or value.strip().startswith(("[", "N/A")):
+    if not value or re.match(_NUMBER, value) or value.strip().startswith(("[", "N/A")):
         return None
     return value.strip().lower().replace(" ", "_")
 
