@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import re
 
-_GFD_SUFFIX = re.compile(r"(?:-MIG-[^\s]*|-SHARED)+$", re.IGNORECASE)
+#: Compiled at its first use (``re``'s cache): most names have no suffix (see below).
+_GFD_SUFFIX = r"(?i)(?:-MIG-[^\s]*|-SHARED)+$"
 
 
 def strip_gfd_suffix(product: str) -> str:
-    """Remove GPU feature discovery's ``-MIG-<profile>``, ``-MIG-INVALID`` and ``-SHARED`` suffixes."""
-    return _GFD_SUFFIX.sub("", product.strip())
+    """Remove GPU feature discovery's ``-MIG-<profile>``, ``-MIG-INVALID`` and ``-SHARED`` suffixes.
+    An ASCII name without ``-mig-`` or ``-shared`` in any case has none, and is not matched (so the
+    pattern is not compiled by a discover that sees no such name); any other goes through it."""
+    name = product.strip()
+    if name.isascii():
+        lower = name.lower()
+        if "-mig-" not in lower and "-shared" not in lower:
+            return name
+    return re.sub(_GFD_SUFFIX, "", name)

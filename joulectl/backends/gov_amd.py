@@ -54,7 +54,8 @@ PERF_LEVELS = {
 EFFICIENT_FRACTION = 0.75
 
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBUSY})
-_LEVEL = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*[Mm][Hh]z\s*(\*)?\s*$")
+#: Compiled at its first use (``re``'s cache), not by discover, which loads this module for the presets.
+_LEVEL = r"^\s*(\d+)\s*:\s*(\d+)\s*[Mm][Hh]z\s*(\*)?\s*$"
 
 
 @record(frozen=True)
@@ -88,7 +89,7 @@ def parse_sclk(text: str) -> list[SclkLevel]:
     """``pp_dpm_sclk`` (``"0: 500Mhz *"`` per line) -> levels; empty when not a level table."""
     levels = []
     for line in text.splitlines():
-        m = _LEVEL.match(line)
+        m = re.match(_LEVEL, line)
         if m:
             levels.append(SclkLevel(int(m.group(1)), int(m.group(2)), bool(m.group(3))))
     return levels

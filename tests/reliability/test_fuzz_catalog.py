@@ -45,3 +45,19 @@ def test_gfd_suffixes_never_change_the_entry(key: str, suffix: str) -> None:
         assert found is not None
         assert CAT.gpu(alias) == found
         assert found.min_w <= found.max_board_power_w
+
+
+_GFD_PATTERN = r"(?:-MIG-[^\s]*|-SHARED)+$"
+suffixed = st.builds(lambda n, suf, case: getattr(n + suf, case)(), model_names,
+                     st.sampled_from(["", "-MIG-1g.10gb", "-mig-2g.20gb-shared", "-ſHARED", "-MıG-1g.5gb", "-SHARED "]),
+                     st.sampled_from(["lower", "upper", "title", "strip"]))
+
+
+@FUZZ
+@given(suffixed | st.text(alphabet="-migMIGshardSHARDſıİK .0123456789", max_size=24))
+def test_strip_gfd_suffix_is_the_case_blind_pattern(name: str) -> None:
+    # An ASCII name without "-mig-" or "-shared" is returned without the pattern (start-up: it is
+    # not compiled); every name, ASCII or not (a long s, a dotless i), is what the pattern makes.
+    import re
+
+    assert catalog.strip_gfd_suffix(name) == re.sub(_GFD_PATTERN, "", name.strip(), flags=re.IGNORECASE)
