@@ -23,6 +23,7 @@ of the right kind; missing entries are created, and nothing present is touched.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -34,6 +35,7 @@ from typing import Any
 
 from joulectl.errors import InputError
 from joulectl.sim.clusterspec import SpecNode
+from joulectl.sim.room import write_error
 from joulectl.sim.template import LAYOUT_VERSION, Template, node_files, template
 from joulectl.sim.tools.state import load_manifest, read_nvml_state, write_nvml_state
 
@@ -144,8 +146,26 @@ def _ensure_store(root: str, t: Template, key: str) -> str | None:
 
 
 def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = None) -> None:
-    parent = os.path.dirname(target)
-    tmp = os.path.join(parent, f".{node.name}.rendering")
+    """Render ``node`` into ``.<node>.rendering`` beside ``target`` and rename it into place. A
+    write that fails (a full disk, no inode left, no permission) removes the half-rendered tree and
+    raises a :class:`RenderError` naming the node, the entry and the system's error."""
+    tmp = os.path.join(os.path.dirname(target), f".{node.name}.rendering")
+    try:
+        _render_into(node, t, tmp, store)
+        os.rename(tmp, target)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_error(node.name, target, e, tmp, "the half-rendered tree was removed") from None
+    try:
+        _write_sigs(target, t, node)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(f"{target}/{SIG_FILE}.tmp")
+        raise write_error(node.name, target, e, target,
+                          "the tree is complete, a later start checks it in full") from None
+
+
+def _render_into(node: SpecNode, t: Template, tmp: str, store: str | None) -> None:
     if os.path.lexists(tmp):
         shutil.rmtree(tmp)
     old = os.umask(0)
@@ -178,8 +198,6 @@ def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = 
                 sl(target_rel, pre + rel)
     finally:
         os.umask(old)
-    os.rename(tmp, target)
-    _write_sigs(target, t, node)
 
 
 def _write_sigs(target: str, t: Template, node: SpecNode) -> None:
@@ -553,6 +571,10 @@ def render_nodes(
     for node in fresh:
         key = node.profile.profile_hash()
         per_profile[key] = per_profile.get(key, 0) + 1
+    if fresh:
+        from joulectl.sim.room import check_room
+
+        check_room(root, fresh, per_profile)
     stores: dict[str, str | None] = {}
     for node in fresh:
         key = node.profile.profile_hash()
@@ -573,6 +595,12 @@ def render_nodes(
                     stats.rendered.append(name)
                     if progress:
                         progress(name, what)
+        except BaseException:
+            # A failed tree (or Ctrl-C) ends the pool, whose workers die mid-tree: their half-rendered
+            # trees are removed (the complete ones stay, and a later render resumes them).
+            for node in fresh:
+                shutil.rmtree(os.path.join(root, f".{node.name}.rendering"), ignore_errors=True)
+            raise
         finally:
             _POOL_NODES, _POOL_ROOT, _POOL_STORES = [], "", {}
         order = {n.name: i for i, n in enumerate(fresh)}

@@ -1,0 +1,86 @@
+"""Room for new node trees: the inodes and bytes a render takes, checked before it starts.
+
+Every attribute of a node tree is its own file (issue 14): a full ``intel-xeon-2s-rapl`` node is
+6,927 entries, so 10,000 of them need 69 million inodes, and an ext4 filesystem has a fixed
+number (16.8 million on a 256 GB disk made with the defaults). A render that runs out of inodes
+or space half-way stops with the kernel's ``ENOSPC`` on some file; this check says so before
+anything is written, in one line (issue 20: every kernel limit the design needs is checked at the
+start). The figures are lower bounds (a file's data, not the blocks it takes), so a render this
+lets start can still run out of space; then :func:`joulectl.sim.tree.render_nodes` removes the
+half-rendered tree and says which write failed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING
+
+from joulectl.sim.clusterspec import SpecNode
+from joulectl.sim.template import node_files, template
+
+if TYPE_CHECKING:
+    from joulectl.sim.tree import RenderError
+
+__all__ = ["check_room", "need", "write_error"]
+
+
+def need(fresh: list[SpecNode], per_profile: dict[str, int]) -> tuple[int, int]:
+    """(inodes, bytes of file data) that rendering ``fresh`` takes at least: per tree its own
+    directory, every directory and file of the layout, the files that differ per node and the
+    resume signatures; symlinks where a profile has one tree (the others hard-link one shared
+    copy per profile: a directory entry, no inode). ``per_profile``: fresh trees per profile hash."""
+    per_tree: dict[str, tuple[int, int]] = {}
+    inodes = data = 0
+    for node in fresh:
+        key = node.profile.profile_hash()
+        if key not in per_tree:
+            t = template(node.profile)
+            own = node_files(node, t)
+            shared = len(t.symlinks) if per_profile.get(key, 0) > 1 else 0
+            inodes += shared  # the profile's shared copy, once
+            sigs = sum(len(d) + 23 for d in t.dirs)  # the signatures' ``"<dir>":<mtime_ns>,`` each directory
+            per_tree[key] = (2 + len(t.dirs) + len(t.files) + len(own) + (0 if shared else len(t.symlinks)),
+                             sum(len(d) for _, d, _ in t.files) + sum(len(d) for _, d, _ in own) + sigs)
+        tree_inodes, tree_data = per_tree[key]
+        inodes += tree_inodes
+        data += tree_data
+    return inodes, data
+
+
+def check_room(root: str, fresh: list[SpecNode], per_profile: dict[str, int]) -> None:
+    """Stop a render, with one line, when the filesystem of ``root`` has fewer free inodes (where
+    it counts them: not btrfs) or bytes than :func:`need` says the new trees take. Root may use
+    the blocks and inodes reserved for it; anyone else what ``df`` shows as available."""
+    from joulectl.sim.tree import RenderError
+
+    try:
+        sv = os.statvfs(root)
+    except OSError:
+        return  # the render says what is wrong with the directory
+    inodes, data = need(fresh, per_profile)
+    privileged = os.geteuid() == 0
+    trees = f"{len(fresh)} new node tree{'s' if len(fresh) != 1 else ''}"
+    free_inodes = sv.f_ffree if privileged else sv.f_favail
+    if sv.f_files and inodes > free_inodes:
+        raise RenderError(
+            f"{trees} need at least {inodes:,} inodes (a file each attribute), the filesystem has {free_inodes:,} "
+            "free (df -i): render fewer nodes, free inodes, or use a filesystem with more (mkfs.ext4 -N, tmpfs "
+            "nr_inodes=)", file=root, field="--root")
+    free_bytes = (sv.f_bfree if privileged else sv.f_bavail) * sv.f_frsize
+    if data > free_bytes:
+        raise RenderError(
+            f"{trees} need at least {data:,} bytes, the filesystem has {free_bytes:,} free (df -h): render "
+            "fewer nodes or free space", file=root, field="--root")
+
+
+def write_error(node: str, target: str, e: OSError, under: str, outcome: str) -> RenderError:
+    """One line for a write of a render that failed: the node, the entry (relative to ``under``)
+    and the system's error, a pointer to ``df`` when the disk or the inodes ran out, and what was
+    left (``outcome``)."""
+    from joulectl.sim.tree import RenderError
+
+    name = e.filename if isinstance(e.filename, str) else ""
+    what = f" writing {name[len(under) + 1:]}" if name.startswith(under + "/") else ""
+    room = " (df -h, df -i)" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return RenderError(f"node {node}: {e.strerror or e}{what}{room}: {outcome}", file=target)
