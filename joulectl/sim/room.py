@@ -64,7 +64,7 @@ def check_room(root: str, fresh: list[SpecNode], per_profile: dict[str, int]) ->
     free_inodes = sv.f_ffree if privileged else sv.f_favail
     if sv.f_files and inodes > free_inodes:
         raise RenderError(
-            f"{trees} need at least {inodes:,} inodes (a file each attribute), the filesystem has {free_inodes:,} "
+            f"{trees} need at least {inodes:,} inodes (a file per attribute), the filesystem has {free_inodes:,} "
             "free (df -i): render fewer nodes, free inodes, or use a filesystem with more (mkfs.ext4 -N, tmpfs "
             "nr_inodes=)", file=root, field="--root")
     free_bytes = (sv.f_bfree if privileged else sv.f_bavail) * sv.f_frsize

@@ -35,7 +35,7 @@ from typing import Any
 
 from joulectl.errors import InputError
 from joulectl.sim.clusterspec import SpecNode
-from joulectl.sim.room import write_error
+from joulectl.sim.room import check_room, write_error
 from joulectl.sim.template import LAYOUT_VERSION, Template, node_files, template
 from joulectl.sim.tools.state import load_manifest, read_nvml_state, write_nvml_state
 
@@ -153,9 +153,11 @@ def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = 
     try:
         _render_into(node, t, tmp, store)
         os.rename(tmp, target)
-    except OSError as e:
+    except BaseException as e:  # a failed write, or Ctrl-C: no half-rendered tree stays
         shutil.rmtree(tmp, ignore_errors=True)
-        raise write_error(node.name, target, e, tmp, "the half-rendered tree was removed") from None
+        if isinstance(e, OSError):
+            raise write_error(node.name, target, e, tmp, "the half-rendered tree was removed") from None
+        raise
     try:
         _write_sigs(target, t, node)
     except OSError as e:
@@ -572,8 +574,6 @@ def render_nodes(
         key = node.profile.profile_hash()
         per_profile[key] = per_profile.get(key, 0) + 1
     if fresh:
-        from joulectl.sim.room import check_room
-
         check_room(root, fresh, per_profile)
     stores: dict[str, str | None] = {}
     for node in fresh:

@@ -164,6 +164,28 @@ def test_a_disk_that_fills_half_way_leaves_no_half_tree(
     assert "x-0" in stats.resumed
 
 
+def test_ctrl_c_half_way_leaves_no_half_tree(spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes, _ = _fresh(spec)
+    count = [0]
+
+    class InterruptedOs:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        @staticmethod
+        def write(fd: int, data: Any) -> int:
+            count[0] += 1
+            if count[0] == 3000:
+                raise KeyboardInterrupt
+            return os.write(fd, data)
+
+    monkeypatch.setattr(tree, "os", InterruptedOs())
+    root = tmp_path / "root"
+    with pytest.raises(KeyboardInterrupt):
+        tree.render_nodes(nodes, str(root), workers=1)
+    assert not [name for name in _left(root) if name.endswith(".rendering")]
+
+
 def test_signatures_that_cannot_be_written_leave_the_complete_tree(
         spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The tree is in place when its resume signatures are written: a failure there says so, the
@@ -197,7 +219,7 @@ def _unshare_tmpfs(mnt: Path, options: str, script: str) -> subprocess.Completed
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ("nr_inodes=5000,size=200m", r"--root: 4 new node trees need at least [\d,]+ inodes \(a file each attribute\), "
+    ("nr_inodes=5000,size=200m", r"--root: 4 new node trees need at least [\d,]+ inodes \(a file per attribute\), "
                                  r"the filesystem has 4,998 free \(df -i\)"),
     ("nr_inodes=100000,size=12m", r"/x-\d: node x-\d: No space left on device \(df -h, df -i\): the half-rendered "
                                   r"tree was removed"),
