@@ -368,6 +368,32 @@ def test_discover_does_not_import_pydantic_yaml_rich_or_pynvml(root: Path) -> No
     assert "HEAVY 0 []" in proc.stderr
 
 
+def test_each_signature_is_read_once_while_a_command_is_built(root: Path) -> None:
+    """typer reads a command's signature twice, and the app callback's twice (fastparams keeps
+    each): with the memo every function's is read once; discover and cap still run."""
+    import json
+
+    trees.amd_mi300x_x8(root)
+    code = (
+        "import collections, json, sys\nimport typer.main as tm\n"
+        "read = tm.get_params_from_function\ncount = collections.Counter()\nnames = {}\n"
+        "def counting(func):\n    count[id(func)] += 1\n    names[id(func)] = func.__qualname__\n"
+        "    return read(func)\n"
+        "tm.get_params_from_function = counting\n"
+        "from joulectl.cli import run\n"
+        f"codes = [run(['--root', {str(root)!r}, 'discover', '-o', 'json']),"
+        f" run(['--root', {str(root)!r}, 'cap', '--pct', '60', '-o', 'json'])]\n"
+        "print('COUNTS', json.dumps([codes, sorted([names[k], n] for k, n in count.items())]), file=sys.stderr)\n"
+    )
+    env = {**os.environ, "NO_COLOR": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("COUNTS "))
+    codes, counts = json.loads(line[len("COUNTS "):])
+    assert codes == [0, 0]
+    assert ["register.<locals>.discover", 1] in counts and ["register.<locals>.cap", 1] in counts
+    assert all(n == 1 for _, n in counts), counts
+
+
 def test_fast_params_coerce_like_typer(capsys: pytest.CaptureFixture[str]) -> None:
     """joulectl.cli.fastparams (installed by the app) on a throwaway app: values, lists, ranges."""
     import joulectl.cli  # noqa: F401 - installs the fast coercion
