@@ -35,12 +35,19 @@ class GlobalState:
 STATE = GlobalState()
 
 
+#: A completer's annotations as objects: typer reads every completer's signature when it builds a
+#: command, and evaluating this module's string annotations (``from __future__ import
+#: annotations``) took 0.1 ms more a completer. Given to each completer below.
+_COMPLETER_HINTS = {"ctx": Any, "args": list[str], "incomplete": str, "return": list[str | tuple[str, str]]}
+
+
 def choices(*values: str | tuple[str, str]) -> Callable[[Any, list[str], str], list[str | tuple[str, str]]]:
     """A completer offering ``values`` (words, or (word, help) pairs): typer's ``autocompletion``."""
 
     def complete(ctx: Any, args: list[str], incomplete: str) -> list[str | tuple[str, str]]:
         return list(values)
 
+    complete.__annotations__ = dict(_COMPLETER_HINTS)
     return complete
 
 
@@ -75,6 +82,10 @@ def complete_devices(ctx: Any, args: list[str], incomplete: str) -> list[str | t
     for d in gpus:
         out.append((d.bus_id, f"GPU {d.index} {d.model or ''}".strip()))
     return out
+
+
+complete_presets.__annotations__ = dict(_COMPLETER_HINTS)
+complete_devices.__annotations__ = dict(_COMPLETER_HINTS)
 
 
 def _format_words(formats: tuple[str, ...]) -> list[str]:

@@ -394,6 +394,16 @@ def test_each_signature_is_read_once_while_a_command_is_built(root: Path) -> Non
     assert all(n == 1 for _, n in counts), counts
 
 
+def test_completers_carry_their_annotations_as_objects() -> None:
+    """typer reads every completer's signature when it builds a command; string annotations (the
+    module's ``from __future__ import annotations``) would be evaluated each time."""
+    from joulectl.cli import common
+
+    for completer in (common.choices("a", ("b", "help")), common.complete_devices, common.complete_presets):
+        assert completer.__annotations__ == common._COMPLETER_HINTS
+        assert not any(isinstance(a, str) for a in completer.__annotations__.values())
+
+
 def test_fast_params_coerce_like_typer(capsys: pytest.CaptureFixture[str]) -> None:
     """joulectl.cli.fastparams (installed by the app) on a throwaway app: values, lists, ranges."""
     import joulectl.cli  # noqa: F401 - installs the fast coercion
