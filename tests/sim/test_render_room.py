@@ -118,39 +118,43 @@ def test_too_few_bytes_stop_the_render(spec: Path, tmp_path: Path, monkeypatch: 
 
 
 @pytest.fixture
-def disk_fills(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int], None]]:
-    """``fill(n)``: every ``os.write`` of the renderer after the n-th fails with ENOSPC (in its
+def failing_writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int, BaseException], None]]:
+    """``fail(n, exc)``: every ``os.write`` of the renderer after the n-th raises ``exc`` (in its
     forked workers too; the pool's own pipes write as usual)."""
-    count = [0, 10**12]
+    state: list[Any] = [0, 10**12, None]
 
-    class FillingOs:
+    class FailingOs:
         def __getattr__(self, name: str) -> Any:
             return getattr(os, name)
 
         @staticmethod
         def write(fd: int, data: Any) -> int:
-            count[0] += 1
-            if count[0] > count[1]:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            state[0] += 1
+            if state[0] > state[1]:
+                raise state[2]
             return os.write(fd, data)
 
-    def fill(n: int) -> None:
-        count[0], count[1] = 0, n
+    def fail(n: int, exc: BaseException) -> None:
+        state[:] = [0, n, exc]
 
-    monkeypatch.setattr(tree, "os", FillingOs())
-    yield fill
+    monkeypatch.setattr(tree, "os", FailingOs())
+    yield fail
+
+
+def _disk_full() -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_disk_that_fills_half_way_leaves_no_half_tree(
-        spec: Path, tmp_path: Path, disk_fills: Callable[[int], None], workers: int) -> None:
+        spec: Path, tmp_path: Path, failing_writes: Callable[[int, BaseException], None], workers: int) -> None:
     # The check passed (its figures are lower bounds), then a write failed: one line naming the
     # node and the error, the half-rendered tree removed; with two workers the other worker's
     # half tree too. Trees finished before stay, and a later render resumes them.
     nodes, _ = _fresh(spec)
     root = tmp_path / "root"
     tree.render_nodes(nodes[:1], str(root), workers=1)  # x-0 is complete
-    disk_fills(4000 if workers == 1 else 2000)  # in each process: a full x tree takes about 5,700
+    failing_writes(4000 if workers == 1 else 2000, _disk_full())  # in each process: an x tree is about 5,700
     with pytest.raises(tree.RenderError) as err:
         tree.render_nodes(nodes, str(root), workers=workers)
     message = str(err.value)
@@ -158,28 +162,16 @@ def test_a_disk_that_fills_half_way_leaves_no_half_tree(
     assert message.startswith(f"{root}/x-") and "\n" not in message
     assert not [name for name in _left(root) if name.endswith(".rendering")]
     assert "x-0" in _left(root)
-    disk_fills(10**12)
+    failing_writes(10**12, _disk_full())
     stats = tree.render_nodes(nodes, str(root), workers=1)
     assert sorted(stats.rendered + stats.resumed) == sorted(n.name for n in nodes)
     assert "x-0" in stats.resumed
 
 
-def test_ctrl_c_half_way_leaves_no_half_tree(spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_half_way_leaves_no_half_tree(
+        spec: Path, tmp_path: Path, failing_writes: Callable[[int, BaseException], None]) -> None:
     nodes, _ = _fresh(spec)
-    count = [0]
-
-    class InterruptedOs:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(os, name)
-
-        @staticmethod
-        def write(fd: int, data: Any) -> int:
-            count[0] += 1
-            if count[0] == 3000:
-                raise KeyboardInterrupt
-            return os.write(fd, data)
-
-    monkeypatch.setattr(tree, "os", InterruptedOs())
+    failing_writes(2999, KeyboardInterrupt())
     root = tmp_path / "root"
     with pytest.raises(KeyboardInterrupt):
         tree.render_nodes(nodes, str(root), workers=1)
