@@ -92,6 +92,7 @@ def test_too_few_inodes_stop_the_render_before_anything_is_written(
     with pytest.raises(tree.RenderError) as err:
         tree.render_nodes(nodes, str(root), workers=1)
     message = str(err.value)
+    assert err.value.exit_code == 2
     assert message.startswith(f"{root}: --root: 4 new node trees need at least {inodes:,} inodes")
     assert f"the filesystem has {inodes - 1:,} free (df -i)" in message and "\n" not in message
     assert _left(root) == []
@@ -112,8 +113,10 @@ def test_too_few_bytes_stop_the_render(spec: Path, tmp_path: Path, monkeypatch: 
     _, data = room.need(nodes, per_profile)
     _statvfs(monkeypatch, f_frsize=1, f_bfree=data - 1, f_bavail=data - 1)
     root = tmp_path / "root"
-    with pytest.raises(tree.RenderError, match=rf"need at least {data:,} bytes, the filesystem has {data - 1:,} free"):
+    wanted = rf"need at least {data:,} bytes, the filesystem has {data - 1:,} free"
+    with pytest.raises(tree.RenderError, match=wanted) as err:
         tree.render_nodes(nodes, str(root), workers=1)
+    assert err.value.exit_code == 2
     assert _left(root) == []
 
 
@@ -158,6 +161,7 @@ def test_a_disk_that_fills_half_way_leaves_no_half_tree(
     with pytest.raises(tree.RenderError) as err:
         tree.render_nodes(nodes, str(root), workers=workers)
     message = str(err.value)
+    assert err.value.exit_code == 2
     assert "No space left on device (df -h, df -i): the half-rendered tree was removed" in message
     assert message.startswith(f"{root}/x-") and "\n" not in message
     assert not [name for name in _left(root) if name.endswith(".rendering")]
@@ -192,6 +196,7 @@ def test_signatures_that_cannot_be_written_leave_the_complete_tree(
     monkeypatch.setattr(tree, "_write_sigs", no_room)
     with pytest.raises(tree.RenderError) as err:
         tree.render_nodes(nodes[:1], str(root), workers=1)
+    assert err.value.exit_code == 2
     assert str(err.value) == (f"{root}/x-0: node x-0: No space left on device writing state/layout-sig.json.tmp "
                               "(df -h, df -i): the tree is complete, a later start checks it in full")
     assert not (root / "x-0" / "state" / "layout-sig.json.tmp").exists()
