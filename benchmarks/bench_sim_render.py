@@ -12,7 +12,14 @@ Method (issue 3, SPEC §9; Joulie renders 200 Intel nodes in about 12 s and resu
 - Reported: wall time, CPU time of this process and its children (user+sys), and the load average
   before each case, because the machine is shared and file creation is kernel CPU time.
 
-Usage: ``python benchmarks/bench_sim_render.py [--nodes 200] [--workers N] [--root DIR] [--keep]``.
+``--overlay`` (issue 20: 1,000 full nodes under 10 s on disk, linear to 10,000) renders overlay
+trees (``simulate render --overlay``, :mod:`joulectl.sim.overlay`) instead, in a private mount
+namespace of its own (the script runs itself again under ``unshare -m --propagation private``, so
+no mount outlives it), and adds a case: every tree unmounted, then the resume that mounts them
+all again (a reboot's first start).
+
+Usage: ``python benchmarks/bench_sim_render.py [--nodes 200] [--workers N] [--root DIR] [--keep]
+[--overlay] [--profile NAME]``.
 """
 
 from __future__ import annotations
@@ -41,7 +48,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--root", default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--overlay", action="store_true")
+    ap.add_argument("--profile", default="intel-xeon-2s-rapl")
     args = ap.parse_args()
+    if args.overlay and not os.environ.get("BENCH_PRIVATE_NS"):
+        os.environ["BENCH_PRIVATE_NS"] = "1"
+        os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable, *sys.argv])
+    from joulectl.sim import overlay
     from joulectl.sim.clusterspec import parse_spec
     from joulectl.sim.tree import render_nodes
 
@@ -49,19 +62,24 @@ def main() -> None:
     if root.exists():
         shutil.rmtree(root)
     doc = {"apiVersion": "sim.joulie.io/v1alpha1", "kind": "ClusterSpec", "metadata": {"name": "bench"},
-           "spec": {"pools": [{"name": "intel", "profile": "intel-xeon-2s-rapl", "count": args.nodes}]}}
+           "spec": {"pools": [{"name": "n", "profile": args.profile, "count": args.nodes}]}}
+    cases = ["render", "resume", "resume-again"] + (["remount"] if args.overlay else [])
+    print(f"{args.nodes} {args.profile} nodes, {'overlay' if args.overlay else 'plain'} trees under {root}")
     try:
-        for case in ("render", "resume", "resume-again"):
+        for case in cases:
+            if case == "remount":
+                overlay.unmount_all(str(root))
             load = os.getloadavg()[0]
             t0, c0 = time.perf_counter(), _cpu()
             spec = parse_spec(doc, "bench")
-            stats = render_nodes(spec.nodes, str(root), workers=args.workers)
+            stats = render_nodes(spec.nodes, str(root), workers=args.workers, overlay=args.overlay)
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
             done = len(stats.rendered) if case == "render" else len(stats.resumed)
             print(f"{case:13s} {done:4d} nodes  wall {wall:6.2f} s  cpu {cpu:6.2f} s  "
                   f"({1000 * wall / max(1, done):6.1f} ms/node)  load {load:.2f}")
     finally:
         if not args.keep:
+            overlay.unmount_all(str(root))
             shutil.rmtree(root, ignore_errors=True)
 
 

@@ -1,10 +1,12 @@
-"""`joulectl simulate`: emulated clusters of bare-metal nodes (profiles, validate, render, render-nodes).
+"""`joulectl simulate`: emulated clusters of bare-metal nodes (profiles, validate, render, unmount, render-nodes).
 
 `run` and `status` are added by :mod:`joulectl.cli.simulate_run` (the simulator runtime).
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from typing import Annotated, Any
 
@@ -19,6 +21,8 @@ ProfilesDir = Annotated[
     typer.Option("--profiles-dir", metavar="DIR", envvar="SIM_PROFILES_DIR", help=_PROFILES_HELP),
 ]
 Spec = Annotated[str, typer.Argument(metavar="SPEC", help="ClusterSpec file (- = stdin).")]
+OVERLAY_HELP = ("Render new trees as overlayfs mounts over one copy of each profile's files (needs root; a node's "
+                "writes stay its own; the root keeps rendering this way; `simulate unmount` detaches them).")
 
 
 def _profile_columns() -> list[Any]:
@@ -118,6 +122,7 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[
             int | None, typer.Option("--workers", metavar="N", min=1, help="Render processes (default: one per CPU).")
         ] = None,
+        overlay: Annotated[bool, typer.Option("--overlay", help=OVERLAY_HELP)] = False,
     ) -> None:
         """Render (or resume) one node tree per spec node under DIR/<node>/."""
         from joulectl.sim.clusterspec import load_spec
@@ -127,12 +132,32 @@ def register(app: typer.Typer) -> None:
         progress, advance = _progress(len(cs.nodes), "render")
         if progress is not None:
             with progress:
-                stats = render_nodes(cs.nodes, root, progress=advance, workers=workers)
+                stats = render_nodes(cs.nodes, root, progress=advance, workers=workers, overlay=overlay)
         else:
-            stats = render_nodes(cs.nodes, root, workers=workers)
+            stats = render_nodes(cs.nodes, root, workers=workers, overlay=overlay)
         extra = f", {stats.created_entries} missing entries created" if stats.created_entries else ""
         sys.stdout.write(f"rendered {len(stats.rendered)} and resumed {len(stats.resumed)} node trees "
                          f"under {root}{extra}\n")
+
+    @sim_app.command("unmount")
+    def unmount_cmd(
+        root: Annotated[str, typer.Option("--root", metavar="DIR", help="Directory of the node trees (DIR/<node>).")],
+    ) -> None:
+        """Detach the overlay trees mounted under DIR (before removing it; a later render or run mounts them)."""
+        from joulectl.errors import InputError
+        from joulectl.sim.overlay import unmount_all
+
+        if not os.path.isdir(root):
+            raise InputError("not a directory", file=root, field="--root")
+        try:
+            n = unmount_all(root)
+        except OSError as e:
+            from joulectl.errors import RefusedError
+
+            if e.errno in (errno.EPERM, errno.EACCES):
+                raise RefusedError(f"{e.filename}: cannot unmount ({e.strerror}): run as root") from None
+            raise InputError(f"cannot unmount ({e.strerror})", file=str(e.filename), field="--root") from None
+        sys.stdout.write(f"unmounted {n} overlay node tree{'' if n == 1 else 's'} under {root}\n")
 
     @sim_app.command("render-nodes")
     def render_nodes_cmd(

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from joulectl.cli.common import REPORT_FORMATS, NoHeaders, Output, Report, check_format, choices
+from joulectl.cli.simulate import OVERLAY_HELP
 
 _ROOT = "Directory holding one tree per node (DIR/<node>/)."
 _TICKS = "Stop after N ticks."
@@ -49,6 +50,7 @@ def register_run(sim_app: typer.Typer) -> None:
                               autocompletion=choices("http/protobuf", "http/json"))
         ] = "http/protobuf",
         fuse: Annotated[bool, typer.Option("--fuse", help=_FUSE)] = False,
+        overlay: Annotated[bool, typer.Option("--overlay", help=OVERLAY_HELP)] = False,
         output: Output = "table",
         trace: Annotated[str | None, typer.Option("--trace", metavar="TRACE", help=_TRACE)] = None,
     ) -> None:
@@ -72,7 +74,7 @@ def register_run(sim_app: typer.Typer) -> None:
                 summary = run(spec, root, ticks=ticks, duration_s=duration, tick_s=tick, fast=fast, workers=workers,
                               profiles_dir=profiles_dir, progress=bar.update, render_progress=bar.tree,
                               on_start=face.on_start if face else None, on_tick=face.on_tick if face else None,
-                              fuse=fuse, workload=make)
+                              fuse=fuse, workload=make, overlay=overlay)
         finally:
             if face is not None:
                 face.close()

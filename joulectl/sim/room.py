@@ -48,7 +48,7 @@ def need(fresh: list[SpecNode], per_profile: dict[str, int]) -> tuple[int, int]:
     return inodes, data
 
 
-def check_room(root: str, fresh: list[SpecNode], per_profile: dict[str, int]) -> None:
+def check_room(root: str, fresh: list[SpecNode], per_profile: dict[str, int], *, overlay: bool = False) -> None:
     """Stop a render, with one line, when the filesystem of ``root`` has fewer free inodes (where
     it counts them: not btrfs) or bytes than :func:`need` says the new trees take. Root may use
     the blocks and inodes reserved for it; anyone else what ``df`` shows as available."""
@@ -58,13 +58,19 @@ def check_room(root: str, fresh: list[SpecNode], per_profile: dict[str, int]) ->
         sv = os.statvfs(root)
     except OSError:
         return  # the render says what is wrong with the directory
-    inodes, data = need(fresh, per_profile)
+    if overlay:
+        from joulectl.sim.overlay import layer_need
+
+        inodes, data = layer_need(fresh, root)
+    else:
+        inodes, data = need(fresh, per_profile)
     privileged = os.geteuid() == 0
     trees = f"{len(fresh)} new node tree{'s' if len(fresh) != 1 else ''}"
     free_inodes = sv.f_ffree if privileged else sv.f_favail
     if sv.f_files and inodes > free_inodes:
         raise RenderError(
-            f"{trees} need at least {inodes:,} inodes (a file per attribute), the filesystem has {free_inodes:,} "
+            f"{trees} need at least {inodes:,} inodes{'' if overlay else ' (a file per attribute)'}, "
+            f"the filesystem has {free_inodes:,} "
             "free (df -i): render fewer nodes, free inodes, or use a filesystem with more (mkfs.ext4 -N, tmpfs "
             "nr_inodes=)", file=root, field="--root")
     free_bytes = (sv.f_bfree if privileged else sv.f_bavail) * sv.f_frsize

@@ -161,7 +161,8 @@ def read_node_info(node_dir: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _ensure_trees(spec: Any, root: str, progress: Callable[[str, str], None] | None = None) -> tuple[int, int]:
+def _ensure_trees(spec: Any, root: str, progress: Callable[[str, str], None] | None = None, *,
+                  overlay: bool = False) -> tuple[int, int]:
     """Render missing trees and resume existing ones (never rendered again); (rendered, resumed).
 
     A tree of another node, profile or profile values, or with an entry of the wrong kind, stops
@@ -169,7 +170,7 @@ def _ensure_trees(spec: Any, root: str, progress: Callable[[str, str], None] | N
     """
     from joulectl.sim import tree
 
-    stats = tree.render_nodes(spec.nodes, root, progress=progress)
+    stats = tree.render_nodes(spec.nodes, root, progress=progress, overlay=overlay)
     return len(stats.rendered), len(stats.resumed)
 
 
@@ -553,6 +554,7 @@ def run(
     stop_event: threading.Event | None = None,
     fuse: bool = False,
     workload: Callable[[Any], Workload] | None = None,
+    overlay: bool = False,
 ) -> RunSummary:
     """Render or resume every node of the spec, then run the tick loop.
 
@@ -565,6 +567,7 @@ def run(
     written (both in the tick loop's thread: they must not block). Setting ``stop_event`` stops
     the run after the current tick, as Ctrl-C does (for a run in another thread). With ``fuse``,
     one process serves every node through a FUSE mount at ``root/fuse`` (:mod:`joulectl.sim.fuse`).
+    ``overlay``: fresh trees are overlay mounts (:mod:`joulectl.sim.overlay`).
     """
     from joulectl.sim.clusterspec import load_spec
 
@@ -594,7 +597,7 @@ def run(
     # during it only rescans them (a third of the start's CPU time).
     gc.disable()
     try:
-        rendered, resumed = _ensure_trees(spec, root, render_progress)
+        rendered, resumed = _ensure_trees(spec, root, render_progress, overlay=overlay)
         entries = build_entries(spec, root)
         models = [e.model for e in entries]
         if on_start is not None:

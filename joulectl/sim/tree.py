@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from joulectl.errors import InputError
+from joulectl.sim import overlay as ov
 from joulectl.sim.clusterspec import SpecNode
 from joulectl.sim.room import check_room, write_error
 from joulectl.sim.template import LAYOUT_VERSION, Template, node_files, template
@@ -77,9 +78,18 @@ def _write_file(path: str, data: bytes, mode: int) -> None:
 SIG_FILE = "state/layout-sig.json"
 
 
-def _dir_sigs(target: str, t: Template) -> dict[str, int]:
+def dir_sigs(target: str, t: Template) -> dict[str, int]:
     """``{dir: mtime_ns}`` of the tree's root (key ``""``) and of every layout directory but
     ``state`` and those under it (which change at every run)."""
+    if ov.layered_root(os.path.dirname(target)):
+        sigs = ov.dir_sigs(target, t)
+        if sigs is not None:
+            return sigs
+    return plain_dir_sigs(target, t)
+
+
+def plain_dir_sigs(target: str, t: Template) -> dict[str, int]:
+    """:func:`dir_sigs` by a ``stat`` of every directory."""
     st = os.lstat
     out: dict[str, int] = {"": st(target).st_mtime_ns}
     for d in t.dirs:
@@ -168,6 +178,18 @@ def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = 
 
 
 def _render_into(node: SpecNode, t: Template, tmp: str, store: str | None) -> None:
+    write_layout(tmp, t, store)
+    old = os.umask(0)
+    try:
+        for rel, data, mode in node_files(node, t):
+            _write_file(tmp + "/" + rel, data, mode)
+    finally:
+        os.umask(old)
+
+
+def write_layout(tmp: str, t: Template, store: str | None) -> None:
+    """The profile's layout (directories, files, symlinks: all but the per-node files) into the
+    new directory ``tmp``; symlinks hard-linked from ``store`` when there is one."""
     if os.path.lexists(tmp):
         shutil.rmtree(tmp)
     old = os.umask(0)
@@ -179,22 +201,20 @@ def _render_into(node: SpecNode, t: Template, tmp: str, store: str | None) -> No
             mkdir(pre + d, 0o755)
         op, wr, cl = os.open, os.write, os.close
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        ln = os.link
         for rel, data, mode in t.files:
             fd = op(pre + rel, flags, mode)
             if data:
                 wr(fd, data)
             cl(fd)
         if store:
+            ln = os.link
             spre = store + "/"
             for rel, target_rel in t.symlinks:
                 try:
                     ln(spre + rel, pre + rel, follow_symlinks=False)
                 except OSError:
                     os.symlink(target_rel, pre + rel)
-        for rel, data, mode in node_files(node, t):
-            _write_file(pre + rel, data, mode)
-        if not store:
+        else:
             sl = os.symlink
             for rel, target_rel in t.symlinks:
                 sl(target_rel, pre + rel)
@@ -205,7 +225,7 @@ def _render_into(node: SpecNode, t: Template, tmp: str, store: str | None) -> No
 def _write_sigs(target: str, t: Template, node: SpecNode) -> None:
     path = target + "/" + SIG_FILE
     tmp = path + ".tmp"
-    sigs: dict[str, Any] = dict(_dir_sigs(target, t))
+    sigs: dict[str, Any] = dict(dir_sigs(target, t))
     st = os.lstat(target + "/" + META_SIG)
     sigs[META_SIG] = [st.st_mtime_ns, st.st_size, st.st_ino, *_meta_identity(node)]
     text = json.dumps(sigs, separators=(",", ":"))  # the C encoder (json.dump is the Python one)
@@ -279,15 +299,22 @@ def _resume_at(node: SpecNode, t: Template, target: str, label: str, root_fd: in
     changed = False
     lstat = os.lstat
     expected = t.expected
+    # an overlay tree's directories as a stat of each would show them (:func:`ov.dir_sigs`)
+    current = ov.dir_sigs(target, t) if ov.layered_root(os.path.dirname(target)) else None
+    made: set[str] = set()  # directories this check created (then listed: their signatures are old)
     try:
         for d in ["", *t.dirs]:
             sig = sigs.get(d)
             if sig is not None:
-                try:
-                    if lstat(d or ".", dir_fd=root_fd).st_mtime_ns == sig:
-                        continue  # no entry was added, removed or replaced since the tree was checked
-                except OSError:
-                    pass
+                if current is not None:
+                    if d not in made and current.get(d) == sig:
+                        continue
+                else:
+                    try:
+                        if lstat(d or ".", dir_fd=root_fd).st_mtime_ns == sig:
+                            continue  # no entry was added, removed or replaced since the tree was checked
+                    except OSError:
+                        pass
             changed = changed or not (d == "state" or d.startswith("state/"))
             want = expected.get(d)
             if not want:
@@ -306,6 +333,7 @@ def _resume_at(node: SpecNode, t: Template, target: str, label: str, root_fd: in
                     path = os.path.join(target, rel)
                     if kind == "d":
                         os.mkdir(path, 0o755)
+                        made.add(rel)
                     elif rel in links:
                         os.symlink(links[rel], path)
                     elif rel in files:
@@ -515,6 +543,16 @@ def _resume_all(items: list[tuple[SpecNode, Template, str]], progress: Callable[
     return created
 
 
+def _mount_existing(root: str, name: str, target: str) -> None:
+    """Mount an overlay tree that is not (after a reboot, in another mount namespace), its mount
+    point made again when it went."""
+    if ov.mounted(target):
+        return
+    if not os.path.lexists(target):
+        os.mkdir(target, 0o755)
+    ov.mount_node(root, name, target)
+
+
 def _auto_workers(fresh: int) -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cpus, 8)) if fresh >= 16 else 1
@@ -527,6 +565,7 @@ def render_nodes(
     progress: Callable[[str, str], None] | None = None,
     workers: int | None = None,
     check_workers: int | None = None,
+    overlay: bool = False,
 ) -> RenderStats:
     """Render every node under ``root/<node>`` (resuming the trees that exist).
 
@@ -537,6 +576,9 @@ def render_nodes(
     ``progress(name, what)`` is called with ``what`` ``"resumed"`` or ``"rendered"`` after every
     tree, and ``"prepared"`` (``name`` the profile) after each profile's shared store, which the
     fresh trees of that profile wait for.
+
+    ``overlay``: render the fresh trees as overlay mounts (:mod:`joulectl.sim.overlay`), as every
+    later render of this root does; overlay trees not mounted are mounted before their check.
     """
     global _POOL_NODES, _POOL_ROOT, _POOL_STORES
     if os.path.exists(root) and not os.path.isdir(root):
@@ -548,9 +590,14 @@ def render_nodes(
     stats = RenderStats()
     fresh: list[SpecNode] = []
     existing: list[tuple[SpecNode, Template, str]] = []
+    if overlay:
+        ov.mark_root(root)
+    layered = ov.layered_root(root)
     for node in nodes:
         t = template(node.profile)
         target = os.path.join(root, node.name)
+        if layered and ov.is_layered(root, node.name):
+            _mount_existing(root, node.name, target)
         try:
             st_mode = os.lstat(target).st_mode
         except FileNotFoundError:
@@ -573,6 +620,14 @@ def render_nodes(
     for node in fresh:
         key = node.profile.profile_hash()
         per_profile[key] = per_profile.get(key, 0) + 1
+    if layered and fresh and ov.wants_overlay(root):
+        check_room(root, fresh, per_profile, overlay=True)
+        for node in fresh:
+            ov.render_node(node, template(node.profile), root, os.path.join(root, node.name))
+            stats.rendered.append(node.name)
+            if progress:
+                progress(node.name, "rendered")
+        return stats
     if fresh:
         check_room(root, fresh, per_profile)
     stores: dict[str, str | None] = {}

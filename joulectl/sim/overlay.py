@@ -1,0 +1,300 @@
+"""Overlay node trees (``simulate render --overlay``): one copy of a profile's files, shared read-only.
+
+A plain tree is a file per attribute (issue 14): a full ``intel-xeon-2s-rapl`` node is 6,927
+inodes, and creating them costs the kernel about 20-75 µs each here, so 1,000 nodes take minutes
+(docs/PERFORMANCE.md, "render at fleet scale"). An overlay tree is an overlayfs mount at
+``DIR/<node>``: the lower layer is the profile's layout, written once under
+``DIR/.joulectl-layers/lower/<profile hash>/``; the upper layer, ``DIR/.joulectl-layers/nodes/
+<node>/upper``, holds the files that differ per node (hostname, ``state/``) and everything the
+node's writers change: the kernel copies a file up at its first write, so a write to one node's
+attribute changes no other node and no other attribute, as in a plain tree. Modes, inode numbers
+(stable across the copy-up), hard links made in the node, renames and inotify events are the
+kernel's own. A node costs a few directories, its own files and a ``mount`` call.
+
+Mounting needs the privilege to mount (root, or ``CAP_SYS_ADMIN`` in the mount namespace). The
+mounts are not kept across a reboot or outside the mount namespace that made them: every
+``simulate render`` and ``simulate run`` mounts the overlay trees of its spec that are not
+mounted before it checks them, and ``simulate unmount --root DIR`` detaches them all (before
+``rm -r DIR``: a removal through a mount removes the node's files from its upper layer only).
+A root rendered with ``--overlay`` keeps rendering its new trees that way (the marker
+``DIR/.joulectl-layers/overlay``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from joulectl.errors import RefusedError
+
+if TYPE_CHECKING:
+    from joulectl.sim.clusterspec import SpecNode
+    from joulectl.sim.template import Template
+
+__all__ = ["LAYERS_DIR", "is_layered", "layered_root", "mark_root", "mount_node", "mounted", "render_node",
+           "unmount_all"]
+
+#: Under the render root: the profiles' lower layers, the nodes' upper and work directories.
+LAYERS_DIR = ".joulectl-layers"
+#: ``DIR/.joulectl-layers/overlay``: the root renders its new trees as overlays.
+MARKER = "overlay"
+MNT_DETACH = 2
+#: Characters overlayfs takes as separators in its options (``lowerdir=a:b,upperdir=...``).
+_SEPARATORS = (",", ":", "\\")
+
+
+def layers(root: str) -> str:
+    return os.path.join(root, LAYERS_DIR)
+
+
+def node_layer(root: str, name: str) -> str:
+    """``DIR/.joulectl-layers/nodes/<node>``: the node's ``upper``, ``work`` and ``lower`` link."""
+    return os.path.join(root, LAYERS_DIR, "nodes", name)
+
+
+def layered_root(root: str) -> bool:
+    """Whether ``root`` holds any overlay tree (or was rendered with ``--overlay``)."""
+    return os.path.isdir(layers(root))
+
+
+def is_layered(root: str, name: str) -> bool:
+    return os.path.isdir(node_layer(root, name))
+
+
+def mark_root(root: str) -> None:
+    os.makedirs(layers(root), exist_ok=True)
+    path = os.path.join(layers(root), MARKER)
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("new node trees of this root are overlay mounts (joulectl simulate render --overlay)\n")
+
+
+def wants_overlay(root: str) -> bool:
+    return os.path.exists(os.path.join(layers(root), MARKER))
+
+
+def mounted(target: str) -> bool:
+    """Whether something is mounted at ``target`` (its device differs from its parent's)."""
+    try:
+        return os.stat(target).st_dev != os.stat(os.path.dirname(target)).st_dev
+    except OSError:
+        return False
+
+
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    """The C library (``mount``, ``umount2``), loaded once: the symbols of the running process
+    (``ctypes.util.find_library`` would start ``ldconfig`` for each call)."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def _check_path(root: str) -> None:
+    from joulectl.sim.tree import RenderError
+
+    bad = [c for c in _SEPARATORS if c in root]
+    if bad:
+        raise RenderError(f"an overlay tree's path cannot hold {bad[0]!r} (overlayfs takes it as a separator "
+                          "in its options): use another --root or render without --overlay", file=root,
+                          field="--root")
+
+
+def mount_node(root: str, name: str, target: str) -> None:
+    """Mount node ``name``'s overlay at ``target`` (its layers under ``root``). Raises
+    :class:`~joulectl.errors.RefusedError` without the privilege to mount, a
+    :class:`~joulectl.sim.tree.RenderError` for any other failure."""
+    from joulectl.sim.tree import RenderError
+
+    _check_path(root)
+    layer = node_layer(root, name)
+    try:
+        lower = os.path.realpath(os.path.join(layer, "lower"), strict=True)
+    except OSError as e:
+        raise RenderError(f"node {name}: its overlay's lower layer is missing ({e.strerror}); remove {layer} "
+                          f"and {target} to render the node fresh", file=target) from None
+    options = f"lowerdir={lower},upperdir={layer}/upper,workdir={layer}/work"
+    libc = _libc()
+    if libc.mount(b"overlay", os.fsencode(target), b"overlay", 0, os.fsencode(options)) != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        why = os.strerror(err)
+        if err in (errno.EPERM, errno.EACCES):
+            raise RefusedError(f"{target}: cannot mount node {name}'s overlay ({why}): overlay trees need the "
+                               "privilege to mount (root or CAP_SYS_ADMIN); render without --overlay")
+        if err == errno.ENODEV:
+            why += ": this kernel has no overlayfs (modprobe overlay)"
+        raise RenderError(f"node {name}: cannot mount its overlay ({why})", file=target)
+
+
+def unmount(target: str) -> None:
+    if _libc().umount2(os.fsencode(target), MNT_DETACH) != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), target)
+
+
+def unmount_all(root: str) -> int:
+    """Detach every overlay tree mounted under ``root``; how many were."""
+    base = os.path.join(layers(root), "nodes")
+    try:
+        names = sorted(os.listdir(base))
+    except FileNotFoundError:
+        return 0
+    done = 0
+    for name in names:
+        target = os.path.join(root, name)
+        if not name.endswith(".rendering") and mounted(target):
+            unmount(target)
+            done += 1
+    return done
+
+
+#: lower layer path -> its directories' mtimes (:func:`joulectl.sim.tree.dir_sigs` of the layer).
+_LOWER_SIGS: dict[str, dict[str, int]] = {}
+
+
+def dir_sigs(target: str, t: Template) -> dict[str, int] | None:
+    """:func:`joulectl.sim.tree.dir_sigs` of the overlay tree at ``target`` without a ``stat``
+    through the mount per directory (about 9 µs each, 1,076 directories on a full Intel node), or
+    None when ``target`` is no overlay tree of its root.
+
+    A directory that exists in the lower layer only shows the lower's times, the same for every
+    node of the profile (read once per process); one the upper layer holds (the node's own files,
+    and every directory the kernel copied up for a write, a creation, a removal or a rename in the
+    node) shows the upper's, read through the mount. Any change of a node's entries happens in a
+    directory of its upper layer, so this is what a ``stat`` of every directory would give."""
+    from joulectl.sim.tree import plain_dir_sigs
+
+    root, name = os.path.split(target)
+    layer = node_layer(root, name)
+    try:
+        lower = os.path.realpath(layer + "/lower", strict=True)
+    except OSError:
+        return None
+    base = _LOWER_SIGS.get(lower)
+    if base is None:
+        base = _LOWER_SIGS[lower] = plain_dir_sigs(lower, t)
+    out = dict(base)
+    upper = layer + "/upper"
+    for dirpath, _dirs, _files in os.walk(upper):
+        rel = dirpath[len(upper) + 1:]
+        if rel in out:
+            out[rel] = os.lstat(f"{target}/{rel}" if rel else target).st_mtime_ns
+    return out
+
+
+def _lower(root: str, t: Template, key: str) -> str:
+    """``DIR/.joulectl-layers/lower/<key>``: the profile's layout, written once (into a temporary
+    directory renamed into place, so a half-written layer is never used)."""
+    from joulectl.sim.tree import write_layout
+
+    path = os.path.join(layers(root), "lower", key)
+    if os.path.isdir(path):
+        return path
+    tmp = f"{path}.{os.getpid()}.rendering"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        write_layout(tmp, t, None)
+        try:
+            os.rename(tmp, path)
+        except OSError:  # another render made it first
+            if not os.path.isdir(path):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def render_node(node: SpecNode, t: Template, root: str, target: str) -> None:
+    """Render ``node`` as an overlay tree at ``target``: its layer (upper holding the per-node
+    files), the mount point, the mount, the resume signatures. A failure leaves nothing of it."""
+    from joulectl.sim.room import write_error
+    from joulectl.sim.template import node_files
+    from joulectl.sim.tree import _write_file, _write_sigs
+
+    _check_path(root)
+    key = node.profile.profile_hash()
+    layer = node_layer(root, node.name)
+    tmp = layer + ".rendering"
+    made_target = False
+    try:
+        lower = _lower(root, t, key)
+        shutil.rmtree(tmp, ignore_errors=True)
+        old = os.umask(0)
+        try:
+            os.makedirs(os.path.dirname(tmp), 0o755, exist_ok=True)
+            os.mkdir(tmp, 0o755)
+            os.mkdir(tmp + "/upper", 0o755)
+            os.mkdir(tmp + "/work", 0o755)
+            made = {""}
+            for rel, data, mode in node_files(node, t):
+                parts = rel.split("/")[:-1]
+                for i in range(1, len(parts) + 1):  # each directory 0755, as the lower has it
+                    parent = "/".join(parts[:i])
+                    if parent not in made:
+                        os.mkdir(f"{tmp}/upper/{parent}", 0o755)
+                        made.add(parent)
+                _write_file(f"{tmp}/upper/{rel}", data, mode)
+            os.symlink(os.path.relpath(lower, layer), tmp + "/lower")
+            os.rename(tmp, layer)
+            os.mkdir(target, 0o755)
+            made_target = True
+        finally:
+            os.umask(old)
+        mount_node(root, node.name, target)
+        _write_sigs(target, t, node)
+    except BaseException as e:
+        if mounted(target):
+            with contextlib.suppress(OSError):
+                unmount(target)
+        if made_target:
+            with contextlib.suppress(OSError):
+                os.rmdir(target)
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(layer, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise write_error(node.name, target, e, target, "nothing of the node was left") from None
+        raise
+
+
+def layer_need(fresh: list[SpecNode], root: str) -> tuple[int, int]:
+    """(inodes, bytes of file data) that overlay trees of ``fresh`` take at least: each profile's
+    lower layer not yet written, and per node its layer directories, its own files and their
+    directories, the mount point and the resume signatures."""
+    from joulectl.sim.template import node_files, template
+
+    seen: dict[str, tuple[int, int]] = {}
+    inodes = data = 0
+    for node in fresh:
+        key = node.profile.profile_hash()
+        if key not in seen:
+            t = template(node.profile)
+            own = node_files(node, t)
+            if not os.path.isdir(os.path.join(layers(root), "lower", key)):
+                inodes += 1 + len(t.dirs) + len(t.files) + len(t.symlinks)
+                data += sum(len(d) for _, d, _ in t.files)
+            parents = set()
+            for rel, _, _ in own:
+                rel = os.path.dirname(rel)
+                while rel:
+                    parents.add(rel)
+                    rel = os.path.dirname(rel)
+            sigs = sum(len(d) + 23 for d in t.dirs)
+            seen[key] = (5 + len(parents) + len(own) + 1, sum(len(d) for _, d, _ in own) + sigs)
+        node_inodes, node_data = seen[key]
+        inodes += node_inodes
+        data += node_data
+    return inodes, data
