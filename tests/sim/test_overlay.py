@@ -101,6 +101,8 @@ DRIVER = textwrap.dedent(r'''
     obs["nodes"] = nodes
     obs["mounted"] = {n: mounted(n) for n in nodes}
     obs["lowers"] = sorted(os.listdir(f"{ov}/.joulectl-layers/lower"))
+    with open("/proc/self/mountinfo") as fh:
+        obs["options"] = [line.split(" - ")[1] for line in fh if f" {ov}/intel-0 " in line]
     diff = {}
     for n in nodes:
         a, b = snapshot(f"{plain}/{n}"), snapshot(f"{ov}/{n}")
@@ -217,6 +219,10 @@ def test_render_mounts_one_overlay_per_node_over_one_lower_per_profile(scenario:
     assert scenario["nodes"] == NODES
     assert all(scenario["mounted"].values()), scenario["mounted"]
     assert len(scenario["lowers"]) == 6  # six profiles: the two Intel nodes share one lower layer
+    [options] = scenario["options"]
+    assert options.startswith("overlay overlay rw,")
+    if tuple(int(x) for x in os.uname().release.split(".")[:2]) >= (5, 10):
+        assert "volatile" in options  # no sync of the upper layer, as a plain tree's writes
 
 
 def test_an_overlay_tree_is_the_plain_tree_entry_for_entry(scenario: dict[str, Any]) -> None:
