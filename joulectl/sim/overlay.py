@@ -204,7 +204,7 @@ def dir_sigs(target: str, t: Template) -> dict[str, int] | None:
     return out
 
 
-def _lower(root: str, t: Template, key: str) -> str:
+def lower_layer(root: str, t: Template, key: str) -> str:
     """``DIR/.joulectl-layers/lower/<key>``: the profile's layout, written once (into a temporary
     directory renamed into place, so a half-written layer is never used)."""
     from joulectl.sim.tree import write_layout
@@ -241,7 +241,7 @@ def render_node(node: SpecNode, t: Template, root: str, target: str) -> None:
     tmp = layer + ".rendering"
     made_target = False
     try:
-        lower = _lower(root, t, key)
+        lower = lower_layer(root, t, key)
         shutil.rmtree(tmp, ignore_errors=True)
         old = os.umask(0)
         try:

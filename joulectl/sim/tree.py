@@ -385,12 +385,21 @@ def _check_meta(node: SpecNode, target: str, label: str, root_fd: int) -> None:
 _POOL_NODES: list[SpecNode] = []
 _POOL_ROOT = ""
 _POOL_STORES: dict[str, str | None] = {}
+_POOL_OVERLAY = False
+
+
+def _render_one(node: SpecNode, root: str, stores: dict[str, str | None], overlay: bool) -> None:
+    """A fresh tree: plain (``stores``: the profiles' shared symlinks) or an overlay mount."""
+    target = os.path.join(root, node.name)
+    if overlay:
+        ov.render_node(node, template(node.profile), root, target)
+    else:
+        _render_fresh(node, template(node.profile), target, stores.get(node.profile.profile_hash()))
 
 
 def _pool_render(i: int) -> tuple[str, str]:
     node = _POOL_NODES[i]
-    store = _POOL_STORES.get(node.profile.profile_hash())
-    _render_fresh(node, template(node.profile), os.path.join(_POOL_ROOT, node.name), store)
+    _render_one(node, _POOL_ROOT, _POOL_STORES, _POOL_OVERLAY)
     return node.name, "rendered"
 
 
@@ -580,7 +589,7 @@ def render_nodes(
     ``overlay``: render the fresh trees as overlay mounts (:mod:`joulectl.sim.overlay`), as every
     later render of this root does; overlay trees not mounted are mounted before their check.
     """
-    global _POOL_NODES, _POOL_ROOT, _POOL_STORES
+    global _POOL_NODES, _POOL_ROOT, _POOL_STORES, _POOL_OVERLAY
     if os.path.exists(root) and not os.path.isdir(root):
         raise RenderError("is not a directory", file=root, field="--root")
     try:
@@ -620,28 +629,24 @@ def render_nodes(
     for node in fresh:
         key = node.profile.profile_hash()
         per_profile[key] = per_profile.get(key, 0) + 1
-    if layered and fresh and ov.wants_overlay(root):
-        check_room(root, fresh, per_profile, overlay=True)
-        for node in fresh:
-            ov.render_node(node, template(node.profile), root, os.path.join(root, node.name))
-            stats.rendered.append(node.name)
-            if progress:
-                progress(node.name, "rendered")
-        return stats
+    as_overlay = bool(layered and fresh and ov.wants_overlay(root))
     if fresh:
-        check_room(root, fresh, per_profile)
+        check_room(root, fresh, per_profile, overlay=as_overlay)
     stores: dict[str, str | None] = {}
     for node in fresh:
         key = node.profile.profile_hash()
         if key not in stores:
-            stores[key] = _ensure_store(root, template(node.profile), key) if per_profile[key] > 1 else None
+            if as_overlay:  # the profile's lower layer, before the workers share it
+                stores[key] = ov.lower_layer(root, template(node.profile), key)
+            else:
+                stores[key] = _ensure_store(root, template(node.profile), key) if per_profile[key] > 1 else None
             if progress:
                 progress(node.profile.name, "prepared")
     n_workers = _auto_workers(len(fresh)) if workers is None else max(1, workers)
     if n_workers > 1 and len(fresh) > 1:
         import multiprocessing
 
-        _POOL_NODES, _POOL_ROOT, _POOL_STORES = fresh, root, stores
+        _POOL_NODES, _POOL_ROOT, _POOL_STORES, _POOL_OVERLAY = fresh, root, stores, as_overlay
         ctx = multiprocessing.get_context("fork")
         try:
             with ctx.Pool(n_workers, initializer=_pool_init) as pool:
@@ -655,15 +660,16 @@ def render_nodes(
             # trees are removed (the complete ones stay, and a later render resumes them).
             for node in fresh:
                 shutil.rmtree(os.path.join(root, f".{node.name}.rendering"), ignore_errors=True)
+                if as_overlay:  # (a layer renamed into place whose mount was not made is mounted by a resume)
+                    shutil.rmtree(ov.node_layer(root, node.name) + ".rendering", ignore_errors=True)
             raise
         finally:
-            _POOL_NODES, _POOL_ROOT, _POOL_STORES = [], "", {}
+            _POOL_NODES, _POOL_ROOT, _POOL_STORES, _POOL_OVERLAY = [], "", {}, False
         order = {n.name: i for i, n in enumerate(fresh)}
         stats.rendered.sort(key=order.__getitem__)
     else:
         for node in fresh:
-            _render_fresh(node, template(node.profile), os.path.join(root, node.name),
-                          stores.get(node.profile.profile_hash()))
+            _render_one(node, root, stores, as_overlay)
             stats.rendered.append(node.name)
             if progress:
                 progress(node.name, "rendered")

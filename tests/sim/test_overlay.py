@@ -171,6 +171,17 @@ DRIVER = textwrap.dedent(r'''
     ref = snapshot(f"{plain}/intel-0")
     obs["grown_diff"] = sorted(k for k, v in snapshot(f"{ov}/intel-2").items()
                                if ref.get(k) != v and not k.startswith(("etc/", "proc/sys/", "state/")))
+    # two render workers (a fleet's render), each mounting its share
+    with open(f"{base}/pool.yaml", "w") as fh:
+        fh.write(text.replace("count: 2}", "count: 24}").replace("count: 1}", "count: 0}"))
+    pool = f"{base}/pool"
+    obs["pool"] = jc("simulate", "render", f"{base}/pool.yaml", "--root", pool, "--overlay", "--workers", "2")
+    names = sorted(n for n in os.listdir(pool) if not n.startswith("."))
+    obs["pool_nodes"] = {n: os.stat(f"{pool}/{n}").st_dev != os.stat(pool).st_dev for n in names}
+    got = snapshot(f"{pool}/intel-23")
+    obs["pool_diff"] = sorted(k for k in set(got) | set(ref) if got.get(k) != ref.get(k)
+                              and not k.startswith(("etc/", "proc/sys/", "state/")))
+    obs["pool_entries"] = len(got)
     print(json.dumps(obs))
 ''')
 
@@ -396,3 +407,10 @@ def test_the_room_check_counts_one_lower_per_profile_and_a_few_inodes_per_node(t
     plain_inodes, _ = need(nodes, {nodes[0].profile.profile_hash(): 1000})
     assert plain_inodes > 300 * inodes  # what a plain render of the same thousand nodes takes
     assert data > 1000 * 133_000  # each node's manifest (133 KB) and signatures
+
+
+def test_two_render_workers_mount_their_shares(scenario: dict[str, Any]) -> None:
+    assert _ok(scenario["pool"]).startswith("rendered 24 and resumed 0 node trees")
+    assert sorted(scenario["pool_nodes"]) == sorted(f"intel-{i}" for i in range(24))
+    assert all(scenario["pool_nodes"].values())
+    assert scenario["pool_diff"] == [] and scenario["pool_entries"] > 6000  # the plain intel-0's entries
