@@ -143,7 +143,42 @@ def mount_node(root: str, name: str, target: str) -> None:
                            "privilege to mount (root or CAP_SYS_ADMIN); render without --overlay")
     if err == errno.ENODEV:
         why += ": this kernel has no overlayfs (modprobe overlay)"
+    elif err == errno.ENOSPC:  # the mount namespace holds fs.mount-max mounts
+        limit = mount_limit()
+        why += (f": the kernel's mount table is full (fs.mount-max {limit:,}; sysctl -w "
+                f"fs.mount-max={2 * limit}), or unmount other trees" if limit else "")
     raise RenderError(f"node {name}: cannot mount its overlay ({why})", file=target)
+
+
+def mount_limit() -> int | None:
+    """The kernel's ``fs.mount-max``: the mounts a mount namespace may hold (None: unknown)."""
+    try:
+        with open("/proc/sys/fs/mount-max", encoding="ascii") as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def mounts_in_use() -> int | None:
+    """The mounts of this process's mount namespace (lines of ``/proc/self/mountinfo``)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return None
+
+
+def check_mounts(root: str, new: int) -> None:
+    """Stop a render, in one line, when ``new`` overlay mounts would pass ``fs.mount-max``."""
+    from joulectl.sim.tree import RenderError
+
+    limit, in_use = mount_limit(), mounts_in_use()
+    if limit is None or in_use is None or in_use + new <= limit:
+        return
+    raise RenderError(
+        f"{new:,} new overlay trees need a mount each, and {in_use:,} of the kernel's fs.mount-max {limit:,} "
+        f"are in use: raise it (sysctl -w fs.mount-max={in_use + new + 1000}), render fewer nodes, or render "
+        "without --overlay", file=root, field="--root")
 
 
 def unmount(target: str) -> None:

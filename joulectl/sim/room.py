@@ -59,8 +59,9 @@ def check_room(root: str, fresh: list[SpecNode], per_profile: dict[str, int], *,
     except OSError:
         return  # the render says what is wrong with the directory
     if overlay:
-        from joulectl.sim.overlay import layer_need
+        from joulectl.sim.overlay import check_mounts, layer_need
 
+        check_mounts(root, len(fresh))
         inodes, data = layer_need(fresh, root)
     else:
         inodes, data = need(fresh, per_profile)

@@ -414,3 +414,30 @@ def test_two_render_workers_mount_their_shares(scenario: dict[str, Any]) -> None
     assert sorted(scenario["pool_nodes"]) == sorted(f"intel-{i}" for i in range(24))
     assert all(scenario["pool_nodes"].values())
     assert scenario["pool_diff"] == [] and scenario["pool_entries"] > 6000  # the plain intel-0's entries
+
+
+def test_a_render_past_the_kernels_mount_limit_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(overlay, "mount_limit", lambda: 1000)
+    monkeypatch.setattr(overlay, "mounts_in_use", lambda: 990)
+    libc = _FailingLibc(errno.EPERM)
+    monkeypatch.setattr(overlay, "_LIBC", libc)
+    root = tmp_path / "root"
+    with pytest.raises(RenderError) as info:
+        render_nodes(_spec(11).nodes, str(root), overlay=True)
+    assert str(info.value).endswith(
+        "11 new overlay trees need a mount each, and 990 of the kernel's fs.mount-max 1,000 are in use: raise it "
+        "(sysctl -w fs.mount-max=2001), render fewer nodes, or render without --overlay")
+    assert libc.calls == [] and not (root / ".joulectl-layers" / "lower").exists()
+    # ten fit: the render goes on (to the mount, refused here)
+    with pytest.raises(RefusedError):
+        render_nodes(_spec(10).nodes, str(root), overlay=True)
+
+
+def test_a_full_mount_table_met_at_a_mount_names_the_sysctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(overlay, "_LIBC", _FailingLibc(errno.ENOSPC))
+    monkeypatch.setattr(overlay, "mount_limit", lambda: 100_000)
+    with pytest.raises(RenderError, match=r"cannot mount its overlay \(No space left on device: the kernel's mount "
+                                          r"table is full \(fs.mount-max 100,000; sysctl -w fs.mount-max=200000\)"):
+        render_nodes(_spec(1).nodes, str(tmp_path / "root"), overlay=True)
+    assert overlay.mount_limit is not None and isinstance(overlay.mounts_in_use(), int)
