@@ -161,7 +161,7 @@ def test_a_tree_that_is_a_file_stops_after_the_trees_before_it_are_checked(tmp_p
 
 
 def test_the_check_is_split_by_the_directories_to_stat(monkeypatch: pytest.MonkeyPatch) -> None:
-    from joulectl.sim import tree
+    from joulectl.sim import resume_check
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
 
@@ -170,11 +170,11 @@ def test_the_check_is_split_by_the_directories_to_stat(monkeypatch: pytest.Monke
             self.dirs = ["d"] * (dirs - 1)
 
     full = [(None, T(1067), "x")] * 200  # 200 two-socket Intel nodes: 213,400 directories
-    assert tree._check_workers(full) == 2  # type: ignore[arg-type]
-    assert tree._check_workers(full[:18]) == 1  # type: ignore[arg-type]  # 19,206: one process
+    assert resume_check.check_workers(full) == 2  # type: ignore[arg-type]
+    assert resume_check.check_workers(full[:18]) == 1  # type: ignore[arg-type]  # 19,206: one process
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    assert tree._check_workers(full) == 8  # type: ignore[arg-type]
-    assert tree._check_workers(full[:40]) == 2  # type: ignore[arg-type]
+    assert resume_check.check_workers(full) == 8  # type: ignore[arg-type]
+    assert resume_check.check_workers(full[:40]) == 2  # type: ignore[arg-type]
 
 
 class _StopOnWait(threading.Event):
