@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from joulectl.sim.clusterspec import SpecNode
     from joulectl.sim.template import Template
 
-__all__ = ["LAYERS_DIR", "is_layered", "layered_root", "mark_root", "mount_node", "mounted", "render_node",
-           "unmount_all"]
+__all__ = ["LAYERS_DIR", "check_mounts", "dir_sigs", "is_layered", "layer_need", "layered_root", "lower_layer",
+           "mark_root", "mount_node", "mounted", "node_layer", "render_node", "unmount_all", "wants_overlay"]
 
 #: Under the render root: the profiles' lower layers, the nodes' upper and work directories.
 LAYERS_DIR = ".joulectl-layers"
@@ -98,14 +98,16 @@ def _libc() -> Any:
     return _LIBC
 
 
-def _check_path(root: str) -> None:
+def _check_path(root: str, *paths: str) -> None:
+    """Refuse paths overlayfs cannot take in its options (absolute, as the mount is given them)."""
     from joulectl.sim.tree import RenderError
 
-    bad = [c for c in _SEPARATORS if c in root]
-    if bad:
-        raise RenderError(f"an overlay tree's path cannot hold {bad[0]!r} (overlayfs takes it as a separator "
-                          "in its options): use another --root or render without --overlay", file=root,
-                          field="--root")
+    for path in (os.path.abspath(root), *paths):
+        bad = [c for c in _SEPARATORS if c in path]
+        if bad:
+            raise RenderError(f"an overlay tree's path cannot hold {bad[0]!r} (overlayfs takes it as a separator "
+                              f"in its options: {path}): use another --root or render without --overlay", file=root,
+                              field="--root")
 
 
 def mount_node(root: str, name: str, target: str) -> None:
@@ -114,13 +116,13 @@ def mount_node(root: str, name: str, target: str) -> None:
     :class:`~joulectl.sim.tree.RenderError` for any other failure."""
     from joulectl.sim.tree import RenderError
 
-    _check_path(root)
-    layer = node_layer(root, name)
+    layer = os.path.abspath(node_layer(root, name))
     try:
         lower = os.path.realpath(os.path.join(layer, "lower"), strict=True)
     except OSError as e:
         raise RenderError(f"node {name}: its overlay's lower layer is missing ({e.strerror}); remove {layer} "
                           f"and {target} to render the node fresh", file=target) from None
+    _check_path(root, layer, lower)
     options = f"lowerdir={lower},upperdir={layer}/upper,workdir={layer}/work"
     # ``volatile``: no sync of the upper layer, as a plain tree's writes are not synced (a copy-up
     # costs a third: the first tick copies up every file it writes, 140 on a full Intel node).

@@ -14,7 +14,8 @@ lists of directories, files and symlinks; a node is then a loop of plain ``os`` 
 which cannot be written, are hard links to one shared copy per profile (a directory entry instead
 of an inode).
 Trees are rendered into ``DIR/.<node>.rendering`` and renamed into place, so a half-rendered tree
-is never taken for a node.
+is never taken for a node. Overlay trees (``--overlay``: one shared copy of a profile's files,
+a node's own files and writes in its upper layer) are :mod:`joulectl.sim.overlay`'s.
 
 Resume: an existing ``DIR/<node>`` is never rendered again. Its ``state/node.json`` must name
 the same node, profile, profile hash and layout version, and every entry of the layout must be

@@ -182,6 +182,15 @@ DRIVER = textwrap.dedent(r'''
     obs["pool_diff"] = sorted(k for k in set(got) | set(ref) if got.get(k) != ref.get(k)
                               and not k.startswith(("etc/", "proc/sys/", "state/")))
     obs["pool_entries"] = len(got)
+    # a relative --root (the mount is given absolute paths)
+    with open(f"{base}/vm.yaml", "w") as fh:
+        fh.write(text.replace("count: 2}", "count: 0}").replace("count: 1}", "count: 0}").replace(
+            "profile: vm-no-powercap, count: 0}", "profile: vm-no-powercap, count: 2}"))
+    p = subprocess.run([sys.executable, "-m", "joulectl", "simulate", "render", "vm.yaml", "--root", "rel",
+                        "--overlay"], capture_output=True, text=True, timeout=600, cwd=base)
+    obs["relative"] = {"rc": p.returncode, "out": p.stdout, "err": p.stderr,
+                       "mounted": [os.stat(f"{base}/rel/{n}").st_dev != os.stat(f"{base}/rel").st_dev
+                                   for n in ("vm-0", "vm-1")]}
     print(json.dumps(obs))
 ''')
 
@@ -441,3 +450,8 @@ def test_a_full_mount_table_met_at_a_mount_names_the_sysctl(tmp_path: Path, monk
                                           r"table is full \(fs.mount-max 100,000; sysctl -w fs.mount-max=200000\)"):
         render_nodes(_spec(1).nodes, str(tmp_path / "root"), overlay=True)
     assert overlay.mount_limit is not None and isinstance(overlay.mounts_in_use(), int)
+
+
+def test_a_relative_root_mounts_with_absolute_paths(scenario: dict[str, Any]) -> None:
+    assert _ok(scenario["relative"]).startswith("rendered 2 and resumed 0 node trees under rel")
+    assert scenario["relative"]["mounted"] == [True, True]
