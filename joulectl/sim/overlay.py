@@ -29,16 +29,17 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from joulectl.errors import RefusedError
+from joulectl.sim import room
 
 if TYPE_CHECKING:
     from joulectl.sim.clusterspec import SpecNode
     from joulectl.sim.template import Template
 
-__all__ = ["LAYERS_DIR", "check_mounts", "dir_sigs", "is_layered", "layer_need", "layered_root", "lower_layer",
-           "mark_root", "mount_node", "mounted", "node_layer", "render_node", "unmount_all", "wants_overlay"]
+__all__ = ["LAYERS_DIR", "check_mounts", "dir_sigs", "is_layered", "layered_root", "lower_layer", "mark_root",
+           "mount_node", "mounted", "node_layer", "render_node", "unmount_all", "wants_overlay"]
 
 #: Under the render root: the profiles' lower layers, the nodes' upper and work directories.
-LAYERS_DIR = ".joulectl-layers"
+LAYERS_DIR = room.LAYERS_DIR
 #: ``DIR/.joulectl-layers/overlay``: the root renders its new trees as overlays.
 MARKER = "overlay"
 MNT_DETACH = 2
@@ -315,33 +316,3 @@ def render_node(node: SpecNode, t: Template, root: str, target: str) -> None:
         if isinstance(e, OSError):
             raise write_error(node.name, target, e, target, "nothing of the node was left") from None
         raise
-
-
-def layer_need(fresh: list[SpecNode], root: str) -> tuple[int, int]:
-    """(inodes, bytes of file data) that overlay trees of ``fresh`` take at least: each profile's
-    lower layer not yet written, and per node its layer directories, its own files and their
-    directories, the mount point and the resume signatures."""
-    from joulectl.sim.template import node_files, template
-
-    seen: dict[str, tuple[int, int]] = {}
-    inodes = data = 0
-    for node in fresh:
-        key = node.profile.profile_hash()
-        if key not in seen:
-            t = template(node.profile)
-            own = node_files(node, t)
-            if not os.path.isdir(os.path.join(layers(root), "lower", key)):
-                inodes += 1 + len(t.dirs) + len(t.files) + len(t.symlinks)
-                data += sum(len(d) for _, d, _ in t.files)
-            parents = set()
-            for rel, _, _ in own:
-                rel = os.path.dirname(rel)
-                while rel:
-                    parents.add(rel)
-                    rel = os.path.dirname(rel)
-            sigs = sum(len(d) + 23 for d in t.dirs)
-            seen[key] = (5 + len(parents) + len(own) + 1, sum(len(d) for _, d, _ in own) + sigs)
-        node_inodes, node_data = seen[key]
-        inodes += node_inodes
-        data += node_data
-    return inodes, data

@@ -19,17 +19,24 @@ from typing import TYPE_CHECKING
 from joulectl.sim.clusterspec import SpecNode
 from joulectl.sim.template import node_files, template
 
+#: Under a render root: overlay trees' layers (:data:`joulectl.sim.overlay.LAYERS_DIR`).
+LAYERS_DIR = ".joulectl-layers"
+
 if TYPE_CHECKING:
     from joulectl.sim.tree import RenderError
 
 __all__ = ["check_room", "need", "write_error"]
 
 
-def need(fresh: list[SpecNode], per_profile: dict[str, int]) -> tuple[int, int]:
+def need(fresh: list[SpecNode], per_profile: dict[str, int], *, overlay_root: str | None = None) -> tuple[int, int]:
     """(inodes, bytes of file data) that rendering ``fresh`` takes at least: per tree its own
     directory, every directory and file of the layout, the files that differ per node and the
     resume signatures; symlinks where a profile has one tree (the others hard-link one shared
-    copy per profile: a directory entry, no inode). ``per_profile``: fresh trees per profile hash."""
+    copy per profile: a directory entry, no inode). ``per_profile``: fresh trees per profile hash.
+
+    With ``overlay_root`` (overlay trees under it, :mod:`joulectl.sim.overlay`): each profile's
+    lower layer not yet written there, once, and per node its layer directories, its own files and
+    their directories, the mount point and the resume signatures."""
     per_tree: dict[str, tuple[int, int]] = {}
     inodes = data = 0
     for node in fresh:
@@ -37,11 +44,23 @@ def need(fresh: list[SpecNode], per_profile: dict[str, int]) -> tuple[int, int]:
         if key not in per_tree:
             t = template(node.profile)
             own = node_files(node, t)
-            shared = len(t.symlinks) if per_profile.get(key, 0) > 1 else 0
-            inodes += shared  # the profile's shared copy, once
+            layout = (len(t.dirs) + len(t.files), sum(len(d) for _, d, _ in t.files))
             sigs = sum(len(d) + 23 for d in t.dirs)  # the signatures' ``"<dir>":<mtime_ns>,`` each directory
-            per_tree[key] = (2 + len(t.dirs) + len(t.files) + len(own) + (0 if shared else len(t.symlinks)),
-                             sum(len(d) for _, d, _ in t.files) + sum(len(d) for _, d, _ in own) + sigs)
+            own_data = sum(len(d) for _, d, _ in own)
+            if overlay_root is not None:
+                if not os.path.isdir(os.path.join(overlay_root, LAYERS_DIR, "lower", key)):
+                    inodes += 1 + layout[0] + len(t.symlinks)  # the lower layer, once
+                    data += layout[1]
+                parents = {os.path.dirname(rel) for rel, _, _ in own}
+                parents |= {p.rsplit("/", i)[0] for p in list(parents) for i in range(1, p.count("/") + 1)}
+                parents.discard("")
+                # layer, upper, work, lower link, mount point; own files, their directories; signatures
+                per_tree[key] = (5 + len(parents) + len(own) + 1, own_data + sigs)
+            else:
+                shared = len(t.symlinks) if per_profile.get(key, 0) > 1 else 0
+                inodes += shared  # the profile's shared copy, once
+                per_tree[key] = (2 + layout[0] + len(own) + (0 if shared else len(t.symlinks)),
+                                 layout[1] + own_data + sigs)
         tree_inodes, tree_data = per_tree[key]
         inodes += tree_inodes
         data += tree_data
@@ -59,12 +78,10 @@ def check_room(root: str, fresh: list[SpecNode], per_profile: dict[str, int], *,
     except OSError:
         return  # the render says what is wrong with the directory
     if overlay:
-        from joulectl.sim.overlay import check_mounts, layer_need
+        from joulectl.sim.overlay import check_mounts
 
         check_mounts(root, len(fresh))
-        inodes, data = layer_need(fresh, root)
-    else:
-        inodes, data = need(fresh, per_profile)
+    inodes, data = need(fresh, per_profile, overlay_root=root if overlay else None)
     privileged = os.geteuid() == 0
     trees = f"{len(fresh)} new node tree{'s' if len(fresh) != 1 else ''}"
     free_inodes = sv.f_ffree if privileged else sv.f_favail

@@ -409,7 +409,7 @@ def test_the_room_check_counts_one_lower_per_profile_and_a_few_inodes_per_node(t
 
     nodes = _spec(1000).nodes
     t = template(nodes[0].profile)
-    inodes, data = overlay.layer_need(nodes, str(tmp_path))
+    inodes, data = need(nodes, {nodes[0].profile.profile_hash(): 1000}, overlay_root=str(tmp_path))
     lower = 1 + len(t.dirs) + len(t.files) + len(t.symlinks)
     per_node = (inodes - lower) / 1000
     assert 10 <= per_node <= 20  # layer, upper, work, lower link, mount point, own files and their dirs
