@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from joulectl.sim.template import Template
 
 __all__ = ["LAYERS_DIR", "check_mounts", "dir_sigs", "is_layered", "layered_root", "lower_layer", "mark_root",
-           "mount_node", "mounted", "node_layer", "render_node", "unmount_all", "wants_overlay"]
+           "mount_node", "mounted", "node_layer", "node_layers", "render_node", "unmount_all", "wants_overlay"]
 
 #: Under the render root: the profiles' lower layers, the nodes' upper and work directories.
 LAYERS_DIR = room.LAYERS_DIR
@@ -192,17 +192,21 @@ def unmount(target: str) -> None:
         raise OSError(err, os.strerror(err), target)
 
 
+def node_layers(root: str) -> list[str]:
+    """The nodes of ``root`` that are overlay trees (their layers), mounted or not."""
+    try:
+        names = os.listdir(os.path.join(layers(root), "nodes"))
+    except OSError:
+        return []
+    return sorted(n for n in names if not n.endswith(".rendering"))
+
+
 def unmount_all(root: str) -> int:
     """Detach every overlay tree mounted under ``root``; how many were."""
-    base = os.path.join(layers(root), "nodes")
-    try:
-        names = sorted(os.listdir(base))
-    except FileNotFoundError:
-        return 0
     done = 0
-    for name in names:
+    for name in node_layers(root):
         target = os.path.join(root, name)
-        if not name.endswith(".rendering") and mounted(target):
+        if mounted(target):
             unmount(target)
             done += 1
     return done

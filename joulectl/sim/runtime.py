@@ -860,6 +860,12 @@ def status(root: str) -> dict[str, Any]:
             continue
         nodes.append(node_status(node_dir, info))
     if not nodes:
+        from joulectl.sim import overlay
+
+        if overlay.node_layers(root):
+            raise InputError("its overlay node trees are not mounted (after a reboot, or in another mount "
+                             "namespace): `joulectl simulate render SPEC --root DIR` mounts them", file=root,
+                             field="--root")
         raise InputError("no rendered node trees here (run `joulectl simulate render` first)", file=root,
                          field="--root")
     return {"apiVersion": "sim.joulie.io/v1alpha1", "kind": "SimulationStatus", "root": root,

@@ -145,6 +145,7 @@ DRIVER = textwrap.dedent(r'''
     obs["unmount"] = jc("simulate", "unmount", "--root", ov)
     obs["unmounted"] = {n: mounted(n) for n in nodes}
     obs["unmounted_empty"] = os.listdir(i0)
+    obs["status_unmounted"] = jc("simulate", "status", "--root", ov)
     obs["unmount_again"] = jc("simulate", "unmount", "--root", ov)
     obs["remount"] = jc("simulate", "render", spec, "--root", ov)
     obs["remounted"] = {n: mounted(n) for n in nodes}
@@ -289,6 +290,11 @@ def test_unmount_then_the_next_start_mounts_and_resumes_every_tree(scenario: dic
     assert _ok(scenario["unmount"]).startswith(f"unmounted {len(NODES)} overlay node trees under ")
     assert not any(scenario["unmounted"].values())
     assert scenario["unmounted_empty"] == []
+    status = scenario["status_unmounted"]  # says what to do, in one line (exit 2)
+    assert status["rc"] == 2 and status["out"] == ""
+    assert status["err"].strip().endswith("its overlay node trees are not mounted (after a reboot, or in another "
+                                          "mount namespace): `joulectl simulate render SPEC --root DIR` mounts them")
+    assert status["err"].count("\n") == 1
     assert _ok(scenario["unmount_again"]).startswith("unmounted 0 overlay node trees")
     assert f"rendered 0 and resumed {len(NODES)} node trees" in _ok(scenario["remount"])
     assert all(scenario["remounted"].values())
