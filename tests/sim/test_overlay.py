@@ -183,6 +183,24 @@ DRIVER = textwrap.dedent(r'''
     obs["pool_diff"] = sorted(k for k in set(got) | set(ref) if got.get(k) != ref.get(k)
                               and not k.startswith(("etc/", "proc/sys/", "state/")))
     obs["pool_entries"] = len(got)
+    # FUSE mode serving overlay trees: a cap and a governor preset through DIR/fuse/<node>
+    if os.environ.get("OVERLAY_FUSE"):
+        import time
+        run = subprocess.Popen([sys.executable, "-m", "joulectl", "simulate", "run", spec, "--root", ov, "--fuse",
+                                "--tick", "0.5", "-o", "json"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while not os.path.exists(f"{ov}/fuse/h100-0/bin") and time.time() < deadline and run.poll() is None:
+            time.sleep(0.2)
+        obs["fuse_cap"] = jc("--root", f"{ov}/fuse/h100-0", "cap", "--pct", "70", "-o", "json")
+        obs["fuse_gov"] = jc("--root", f"{ov}/fuse/intel-0", "governor", "set", "efficiency", "-o", "json")
+        import signal
+        run.send_signal(signal.SIGINT)  # stops after the tick, unmounts DIR/fuse
+        out, err = run.communicate(timeout=120)
+        obs["fuse_run"] = {"rc": run.returncode, "out": out, "err": err}
+        obs["fuse_epp"] = read(f"{i0}/sys/devices/system/cpu/cpufreq/policy9/energy_performance_preference")
+        obs["fuse_epp_other"] = read(f"{i1}/sys/devices/system/cpu/cpufreq/policy9/energy_performance_preference")
+
     # a relative --root (the mount is given absolute paths)
     with open(f"{base}/vm.yaml", "w") as fh:
         fh.write(text.replace("count: 2}", "count: 0}").replace("count: 1}", "count: 0}").replace(
@@ -223,8 +241,13 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             pytest.skip(f"real tools not installed: {tool}")
     base = tmp_path_factory.mktemp("overlay")
     (base / "spec.yaml").write_text(SPEC)
+    from tests.sim.fuse.conftest import missing
+
+    env = dict(os.environ)
+    if missing() is None:
+        env["OVERLAY_FUSE"] = "1"
     proc = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-c", DRIVER, str(base)],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     obs: dict[str, Any] = json.loads(proc.stdout)
     return obs
@@ -461,3 +484,20 @@ def test_a_full_mount_table_met_at_a_mount_names_the_sysctl(tmp_path: Path, monk
 def test_a_relative_root_mounts_with_absolute_paths(scenario: dict[str, Any]) -> None:
     assert _ok(scenario["relative"]).startswith("rendered 2 and resumed 0 node trees under rel")
     assert scenario["relative"]["mounted"] == [True, True]
+
+
+def test_fuse_mode_serves_overlay_trees(scenario: dict[str, Any]) -> None:
+    from tests.sim.fuse.conftest import missing
+
+    if "fuse_run" not in scenario:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run FUSE mode: {missing()}")
+        pytest.skip(str(missing()))
+    cap = json.loads(_ok(scenario["fuse_cap"]))
+    assert cap["summary"]["applied"] == 8, cap["summary"]
+    _ok(scenario["fuse_gov"])
+    run = scenario["fuse_run"]
+    assert run["rc"] == ExitCode.INTERRUPTED, run["err"]  # stopped by Ctrl-C, as an operator stops it
+    assert json.loads(run["out"])["interrupted"] is True
+    # the preset's write reached the node's upper layer through the FUSE mount, and that node only
+    assert scenario["fuse_epp"] != scenario["fuse_epp_other"]
