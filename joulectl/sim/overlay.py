@@ -26,10 +26,10 @@ import contextlib
 import errno
 import os
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from joulectl.errors import RefusedError
-from joulectl.sim import room
+from joulectl.sim import libc, room
 
 if TYPE_CHECKING:
     from joulectl.sim.clusterspec import SpecNode
@@ -42,7 +42,6 @@ __all__ = ["LAYERS_DIR", "check_mounts", "dir_sigs", "is_layered", "layered_root
 LAYERS_DIR = room.LAYERS_DIR
 #: ``DIR/.joulectl-layers/overlay``: the root renders its new trees as overlays.
 MARKER = "overlay"
-MNT_DETACH = 2
 #: Characters overlayfs takes as separators in its options (``lowerdir=a:b,upperdir=...``).
 _SEPARATORS = (",", ":", "\\")
 
@@ -78,25 +77,13 @@ def wants_overlay(root: str) -> bool:
 
 
 def mounted(target: str) -> bool:
-    """Whether something is mounted at ``target`` (its device differs from its parent's)."""
+    """Whether something is mounted at ``target`` (its device differs from its parent's): a
+    ``stat`` each, where :func:`joulectl.sim.fuse.mount.mounted` reads the whole mount table (a
+    line per node of a 10,000-node root)."""
     try:
         return os.stat(target).st_dev != os.stat(os.path.dirname(target)).st_dev
     except OSError:
         return False
-
-
-_LIBC: Any = None
-
-
-def _libc() -> Any:
-    """The C library (``mount``, ``umount2``), loaded once: the symbols of the running process
-    (``ctypes.util.find_library`` would start ``ldconfig`` for each call)."""
-    global _LIBC
-    if _LIBC is None:
-        import ctypes
-
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-    return _LIBC
 
 
 def _check_path(root: str, *paths: str) -> None:
@@ -130,12 +117,12 @@ def mount_node(root: str, name: str, target: str) -> None:
     # The kernel leaves ``work/work/incompat/volatile`` at every mount and refuses the next one
     # while it is there (the layer may have lost unsynced writes in a crash, as a plain tree may).
     shutil.rmtree(f"{layer}/work/work/incompat", ignore_errors=True)
-    libc = _libc()
+    c = libc.libc()
     import ctypes
 
     err = 0
     for extra in (",volatile", ""):  # (Linux before 5.10 has no volatile)
-        if libc.mount(b"overlay", os.fsencode(target), b"overlay", 0, os.fsencode(options + extra)) == 0:
+        if c.mount(b"overlay", os.fsencode(target), b"overlay", 0, os.fsencode(options + extra)) == 0:
             return
         err = ctypes.get_errno()
         if err != errno.EINVAL:
@@ -184,14 +171,6 @@ def check_mounts(root: str, new: int) -> None:
         "without --overlay", file=root, field="--root")
 
 
-def unmount(target: str) -> None:
-    if _libc().umount2(os.fsencode(target), MNT_DETACH) != 0:
-        import ctypes
-
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), target)
-
-
 def node_layers(root: str) -> list[str]:
     """The nodes of ``root`` that are overlay trees (their layers), mounted or not."""
     try:
@@ -207,7 +186,7 @@ def unmount_all(root: str) -> int:
     for name in node_layers(root):
         target = os.path.join(root, name)
         if mounted(target):
-            unmount(target)
+            libc.detach(target)
             done += 1
     return done
 
@@ -311,7 +290,7 @@ def render_node(node: SpecNode, t: Template, root: str, target: str) -> None:
     except BaseException as e:
         if mounted(target):
             with contextlib.suppress(OSError):
-                unmount(target)
+                libc.detach(target)
         if made_target:
             with contextlib.suppress(OSError):
                 os.rmdir(target)

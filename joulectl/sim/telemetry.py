@@ -315,8 +315,10 @@ def _exchange(a: str, b: str) -> bool:
     if _RENAMEAT2 is None:
         import ctypes
 
+        from joulectl.sim.libc import libc
+
         try:
-            fn = ctypes.CDLL(None, use_errno=True).renameat2
+            fn = libc().renameat2
             fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
             fn.restype = ctypes.c_int
             _RENAMEAT2 = fn

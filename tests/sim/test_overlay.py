@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from joulectl.errors import ExitCode, RefusedError
+from joulectl.sim import libc as sim_libc
 from joulectl.sim import overlay
 from joulectl.sim.clusterspec import parse_spec
 from joulectl.sim.tree import RenderError, render_nodes
@@ -351,7 +352,8 @@ def _spec(count: int = 1, profile: str = "intel-xeon-2s-rapl") -> Any:
 
 
 class _FailingLibc:
-    """The C library's mount and umount2 failing with ``err``, as the kernel returns it."""
+    """The C library's mount and umount2 failing with ``err``, as the kernel returns it (in place of
+    :func:`joulectl.sim.libc.libc`)."""
 
     def __init__(self, err: int) -> None:
         self.err = err
@@ -374,7 +376,7 @@ class _FailingLibc:
 def test_a_mount_that_fails_leaves_nothing_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, err: int,
                                                         exc: type[Exception], code: ExitCode, words: str) -> None:
     libc = _FailingLibc(err)
-    monkeypatch.setattr(overlay, "_LIBC", libc)
+    monkeypatch.setattr(sim_libc, "_LIBC", libc)
     root = tmp_path / "root"
     with pytest.raises(exc) as info:
         render_nodes(_spec(2).nodes, str(root), overlay=True)
@@ -391,7 +393,7 @@ def test_a_mount_that_fails_leaves_nothing_and_says_why(tmp_path: Path, monkeypa
 
 def test_the_cli_says_so_in_one_line_with_the_exit_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        cli: Callable[..., Any]) -> None:
-    monkeypatch.setattr(overlay, "_LIBC", _FailingLibc(errno.EPERM))
+    monkeypatch.setattr(sim_libc, "_LIBC", _FailingLibc(errno.EPERM))
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
     result = cli("simulate", "render", spec, "--root", tmp_path / "r", "--overlay")
@@ -413,7 +415,7 @@ def test_an_unmounted_tree_that_cannot_be_mounted_again_stops_the_start(tmp_path
     (root / ".joulectl-layers" / "lower" / "k").mkdir(parents=True)
     (layer / "lower").symlink_to("../../lower/k")
     (root / ".joulectl-layers" / "overlay").write_text("")
-    monkeypatch.setattr(overlay, "_LIBC", _FailingLibc(errno.EPERM))
+    monkeypatch.setattr(sim_libc, "_LIBC", _FailingLibc(errno.EPERM))
     with pytest.raises(RefusedError, match="cannot mount node n-0's overlay"):
         render_nodes(_spec(1).nodes, str(root))
     assert (layer / "upper").is_dir()  # the node's own files are never removed by a failed mount
@@ -459,7 +461,7 @@ def test_a_render_past_the_kernels_mount_limit_is_refused_before_anything_is_wri
     monkeypatch.setattr(overlay, "mount_limit", lambda: 1000)
     monkeypatch.setattr(overlay, "mounts_in_use", lambda: 990)
     libc = _FailingLibc(errno.EPERM)
-    monkeypatch.setattr(overlay, "_LIBC", libc)
+    monkeypatch.setattr(sim_libc, "_LIBC", libc)
     root = tmp_path / "root"
     with pytest.raises(RenderError) as info:
         render_nodes(_spec(11).nodes, str(root), overlay=True)
@@ -473,7 +475,7 @@ def test_a_render_past_the_kernels_mount_limit_is_refused_before_anything_is_wri
 
 
 def test_a_full_mount_table_met_at_a_mount_names_the_sysctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(overlay, "_LIBC", _FailingLibc(errno.ENOSPC))
+    monkeypatch.setattr(sim_libc, "_LIBC", _FailingLibc(errno.ENOSPC))
     monkeypatch.setattr(overlay, "mount_limit", lambda: 100_000)
     with pytest.raises(RenderError, match=r"cannot mount its overlay \(No space left on device: the kernel's mount "
                                           r"table is full \(fs.mount-max 100,000; sysctl -w fs.mount-max=200000\)"):
@@ -501,3 +503,10 @@ def test_fuse_mode_serves_overlay_trees(scenario: dict[str, Any]) -> None:
     assert json.loads(run["out"])["interrupted"] is True
     # the preset's write reached the node's upper layer through the FUSE mount, and that node only
     assert scenario["fuse_epp"] != scenario["fuse_epp_other"]
+
+
+def test_detach_of_a_path_nothing_is_mounted_at_names_the_kernels_errno(tmp_path: Path) -> None:
+    with pytest.raises(OSError) as info:
+        sim_libc.detach(str(tmp_path))
+    assert info.value.errno == (errno.EINVAL if os.geteuid() == 0 else errno.EPERM)
+    assert info.value.filename == str(tmp_path)

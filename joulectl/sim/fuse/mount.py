@@ -12,8 +12,6 @@ again; a mount that still answers belongs to a running simulator and stops the s
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import os
 import shutil
@@ -21,10 +19,10 @@ import subprocess
 from typing import Any
 
 from joulectl.errors import InputError, JoulectlError
+from joulectl.sim import libc
 
 FIELD = "--fuse"
 DEV_FUSE = "/dev/fuse"
-MNT_DETACH = 2
 
 
 def load_binding() -> Any:
@@ -64,13 +62,13 @@ def mounted(path: str, mountinfo: str = "/proc/self/mountinfo") -> bool:
 def detach(path: str) -> None:
     """Unmount ``path`` lazily (it goes once nothing uses it); an error names the mount point."""
     if os.geteuid() == 0:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        if libc.umount2(os.fsencode(path), MNT_DETACH) == 0:
+        try:
+            libc.detach(path)
             return
-        err = ctypes.get_errno()
-        if err == errno.EINVAL and not mounted(path):  # gone meanwhile
-            return
-        raise JoulectlError(f"{path}: cannot unmount the stale FUSE mount: {os.strerror(err)}")
+        except OSError as e:
+            if e.errno == errno.EINVAL and not mounted(path):  # gone meanwhile
+                return
+            raise JoulectlError(f"{path}: cannot unmount the stale FUSE mount: {e.strerror}") from None
     tool = shutil.which("fusermount3")
     if tool is None:
         raise JoulectlError(f"{path}: cannot unmount the stale FUSE mount: fusermount3 is missing "
