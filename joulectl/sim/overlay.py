@@ -225,9 +225,11 @@ def dir_sigs(target: str, t: Template) -> dict[str, int] | None:
     return out
 
 
-def lower_layer(root: str, t: Template, key: str) -> str:
-    """``DIR/.joulectl-layers/lower/<key>``: the profile's layout, written once (into a temporary
-    directory renamed into place, so a half-written layer is never used)."""
+def lower_layer(root: str, t: Template, key: str, profile: str) -> str:
+    """``DIR/.joulectl-layers/lower/<key>``: the layout of ``profile``, written once (into a
+    temporary directory renamed into place, so a half-written layer is never used). A write that
+    fails raises a :class:`~joulectl.sim.tree.RenderError` naming the entry and the error."""
+    from joulectl.sim.room import write_error
     from joulectl.sim.tree import write_layout
 
     path = os.path.join(layers(root), "lower", key)
@@ -243,8 +245,11 @@ def lower_layer(root: str, t: Template, key: str) -> str:
             if not os.path.isdir(path):
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise write_error(f"profile {profile}'s shared lower layer", path, e, tmp,
+                              "nothing of it was left") from None
         raise
     return path
 
@@ -262,7 +267,7 @@ def render_node(node: SpecNode, t: Template, root: str, target: str) -> None:
     tmp = layer + ".rendering"
     made_target = False
     try:
-        lower = lower_layer(root, t, key)
+        lower = lower_layer(root, t, key, node.profile.name)
         shutil.rmtree(tmp, ignore_errors=True)
         old = os.umask(0)
         try:
@@ -297,5 +302,7 @@ def render_node(node: SpecNode, t: Template, root: str, target: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(layer, ignore_errors=True)
         if isinstance(e, OSError):
-            raise write_error(node.name, target, e, target, "nothing of the node was left") from None
+            # the entry named relative to the layer being made, or to the tree once mounted
+            under = tmp if isinstance(e.filename, str) and e.filename.startswith(tmp + "/") else target
+            raise write_error(f"node {node.name}", target, e, under, "nothing of the node was left") from None
         raise

@@ -98,13 +98,14 @@ def check_room(root: str, fresh: list[SpecNode], per_profile: dict[str, int], *,
             "fewer nodes or free space", file=root, field="--root")
 
 
-def write_error(node: str, target: str, e: OSError, under: str, outcome: str) -> RenderError:
-    """One line for a write of a render that failed: the node, the entry (relative to ``under``)
-    and the system's error, a pointer to ``df`` when the disk or the inodes ran out, and what was
-    left (``outcome``)."""
+def write_error(who: str, target: str, e: OSError, under: str, outcome: str) -> RenderError:
+    """One line for a write of a render that failed: what was being written (``who``: ``node
+    <name>``, or a profile's shared layer), the entry (relative to ``under``) and the system's
+    error, a pointer to ``df`` when the disk or the inodes ran out, and what was left
+    (``outcome``)."""
     from joulectl.sim.tree import RenderError
 
     name = e.filename if isinstance(e.filename, str) else ""
     what = f" writing {name[len(under) + 1:]}" if name.startswith(under + "/") else ""
     room = " (df -h, df -i)" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
-    return RenderError(f"node {node}: {e.strerror or e}{what}{room}: {outcome}", file=target)
+    return RenderError(f"{who}: {e.strerror or e}{what}{room}: {outcome}", file=target)

@@ -166,14 +166,14 @@ def _render_fresh(node: SpecNode, t: Template, target: str, store: str | None = 
     except BaseException as e:  # a failed write, or Ctrl-C: no half-rendered tree stays
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, OSError):
-            raise write_error(node.name, target, e, tmp, "the half-rendered tree was removed") from None
+            raise write_error(f"node {node.name}", target, e, tmp, "the half-rendered tree was removed") from None
         raise
     try:
         _write_sigs(target, t, node)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(f"{target}/{SIG_FILE}.tmp")
-        raise write_error(node.name, target, e, target,
+        raise write_error(f"node {node.name}", target, e, target,
                           "the tree is complete, a later start checks it in full") from None
 
 
@@ -497,7 +497,7 @@ def render_nodes(
         key = node.profile.profile_hash()
         if key not in stores:
             if as_overlay:  # the profile's lower layer, before the workers share it
-                stores[key] = ov.lower_layer(root, template(node.profile), key)
+                stores[key] = ov.lower_layer(root, template(node.profile), key, node.profile.name)
             else:
                 stores[key] = _ensure_store(root, template(node.profile), key) if per_profile[key] > 1 else None
             if progress:

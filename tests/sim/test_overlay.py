@@ -365,7 +365,7 @@ class _FailingLibc:
         return -1
 
     def umount2(self, target: bytes, flags: int) -> int:
-        ctypes.set_errno(errno.EINVAL)
+        ctypes.set_errno(self.err)
         return -1
 
 
@@ -510,3 +510,87 @@ def test_detach_of_a_path_nothing_is_mounted_at_names_the_kernels_errno(tmp_path
         sim_libc.detach(str(tmp_path))
     assert info.value.errno == (errno.EINVAL if os.geteuid() == 0 else errno.EPERM)
     assert info.value.filename == str(tmp_path)
+
+
+def _layer(root: Path, name: str = "n-0") -> Path:
+    """A node's layer as a render leaves it (upper, work, lower link), its mount gone."""
+    layer = root / ".joulectl-layers" / "nodes" / name
+    (layer / "upper").mkdir(parents=True)
+    (layer / "work").mkdir()
+    (root / ".joulectl-layers" / "lower" / "k").mkdir(parents=True, exist_ok=True)
+    (layer / "lower").symlink_to("../../lower/k")
+    (root / ".joulectl-layers" / "overlay").write_text("")
+    return layer
+
+
+def test_a_layer_whose_lower_is_gone_says_what_to_remove(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    root = tmp_path / "root"
+    layer = _layer(root)
+    (root / ".joulectl-layers" / "lower" / "k").rmdir()
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.split("  - {name: epyc")[0].replace("count: 2", "count: 1").replace("name: intel", "name: n"))
+    result = cli("simulate", "render", spec, "--root", root)
+    assert result.exit_code == ExitCode.USAGE and result.stdout == ""
+    assert result.stderr.strip() == (
+        f"joulectl: error: {root}/n-0: node n-0: its overlay's lower layer is missing (No such file or directory); "
+        f"remove {layer} and {root}/n-0 to render the node fresh")
+
+
+@pytest.mark.parametrize(("err", "code", "words"), [
+    (errno.EPERM, ExitCode.REFUSED, "cannot unmount (Operation not permitted): run as root"),
+    (errno.EBUSY, ExitCode.USAGE, "cannot unmount (Device or resource busy)"),
+])
+def test_unmount_that_the_kernel_refuses_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     cli: Callable[..., Any], err: int, code: ExitCode,
+                                                     words: str) -> None:
+    root = tmp_path / "root"
+    _layer(root)
+    (root / "n-0").mkdir()
+    monkeypatch.setattr(overlay, "mounted", lambda target: True)
+    monkeypatch.setattr(sim_libc, "_LIBC", _FailingLibc(err))
+    result = cli("simulate", "unmount", "--root", root)
+    assert result.exit_code == code and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(root / "n-0") in lines[0] and words in lines[0], lines
+
+
+def test_a_lower_layer_whose_write_fails_leaves_nothing_of_it(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from joulectl.sim import tree
+
+    def full(tmp: str, t: Any, store: Any) -> None:
+        os.mkdir(tmp)
+        raise OSError(errno.ENOSPC, "No space left on device", f"{tmp}/sys")
+
+    monkeypatch.setattr(tree, "write_layout", full)
+    root = tmp_path / "root"
+    with pytest.raises(RenderError) as info:
+        render_nodes(_spec(1).nodes, str(root), overlay=True)
+    lower = root / ".joulectl-layers" / "lower"
+    [key] = {n.profile.profile_hash() for n in _spec(1).nodes}
+    assert str(info.value) == (f"{lower}/{key}: profile intel-xeon-2s-rapl's shared lower layer: No space left on "
+                               "device writing sys (df -h, df -i): nothing of it was left")
+    assert info.value.exit_code == ExitCode.USAGE
+    assert sorted(p.name for p in (root / ".joulectl-layers").iterdir()) == ["lower", "overlay"]
+    assert list(lower.iterdir()) == [] and not (root / "n-0").exists()
+
+
+def test_a_node_whose_write_fails_leaves_nothing_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from joulectl.sim import tree
+
+    real = tree._write_file
+
+    def full(path: str, data: bytes, mode: int) -> None:
+        if path.endswith("/state/node.json"):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        real(path, data, mode)
+
+    monkeypatch.setattr(tree, "_write_file", full)
+    root = tmp_path / "root"
+    with pytest.raises(RenderError) as info:
+        render_nodes(_spec(1).nodes, str(root), overlay=True)
+    assert str(info.value) == (f"{root}/n-0: node n-0: No space left on device writing upper/state/node.json "
+                               "(df -h, df -i): nothing of the node was left")
+    assert info.value.exit_code == ExitCode.USAGE
+    assert list((root / ".joulectl-layers" / "nodes").iterdir()) == [] and not (root / "n-0").exists()
+    assert len(list((root / ".joulectl-layers" / "lower").iterdir())) == 1  # the profile's layer stays
