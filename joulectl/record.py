@@ -7,8 +7,12 @@ imports cost ~15 ms that way, a tenth of a cron run (docs/PERFORMANCE.md). ``rec
 ``dataclasses`` do the field bookkeeping (so ``fields``, ``asdict``, ``replace`` and subclassing
 work unchanged) with every generated method turned off, then installs generic methods that read
 the field list at call time: the same semantics, no compiler at import, a few microseconds more
-per instance. Use it on modules a cron-run command imports; the rest of the package keeps plain
-``dataclass``. Type checkers see ``dataclasses.dataclass`` itself.
+per instance. A class of plain fields (no ``ClassVar``, ``KW_ONLY`` or ``InitVar``, no frozen
+dataclass base) does not even go through ``dataclass``: the record sets the same
+``__dataclass_fields__`` (``dataclasses.Field`` objects), ``__dataclass_params__`` and
+``__match_args__`` itself, in half the time (a test holds every record of the package to what
+``dataclass`` makes of it). Use it on modules a cron-run command imports; the rest of the package
+keeps plain ``dataclass``. Type checkers see ``dataclasses.dataclass`` itself.
 
 Supported: ``frozen``; ``field(default=..., default_factory=..., init=, repr=, compare=, hash=,
 kw_only=)``; ``ClassVar`` annotations; ``__post_init__``; methods defined in the class body win
@@ -84,6 +88,96 @@ def _plain_annotations(cls: type) -> dict[str, str]:
     return swapped
 
 
+#: What ``dataclass(init=False, repr=False, eq=False)`` leaves in ``__dataclass_params__``, the
+#: same for every record (a record does its own freezing): taken from one class at first use.
+_PARAMS: list[Any] = []
+_FIELD: Any = getattr(dataclasses, "_FIELD", None)
+#: dataclass's test of a default that must be a factory: an unhashable value (3.11+), or a list,
+#: dict or set (3.10).
+_UNHASHABLE_DEFAULTS = sys.version_info >= (3, 11)
+
+
+def _params() -> Any:
+    if not _PARAMS:
+        @dataclasses.dataclass(init=False, repr=False, eq=False)
+        class Params:
+            """Documented: else dataclass builds the docstring by inspect.signature (2 ms)."""
+
+        _PARAMS.append(Params.__dataclass_params__)  # type: ignore[attr-defined]
+    return _PARAMS[0]
+
+
+def _plain_fields(cls: type) -> tuple[dataclasses.Field[Any], ...] | None:
+    """Set ``cls``'s ``__dataclass_fields__``, ``__dataclass_params__`` and ``__match_args__`` as
+    ``dataclass(cls, init=False, repr=False, eq=False)`` would, and return its fields; None (and
+    nothing changed) where the class has anything but plain fields (an annotation :func:`_special`
+    names or that ``dataclass`` would test as one, a dataclass base that is frozen or whose fields
+    are not plain). ``dataclass`` itself costs about 50 us a class in tests and lookups that plain
+    fields do not need: a few milliseconds of every command's start-up (issue 20)."""
+    if _FIELD is None:  # a Python whose dataclasses lack the marker: dataclass does it
+        return None
+    own = cls.__dict__
+    annotations = own.get("__annotations__", {})
+    if not isinstance(annotations, dict) or "__slots__" in own or type(cls) is not type:
+        return None  # (a metaclass, an ABC's among them, gets dataclass's own treatment)
+    all_fields: dict[str, dataclasses.Field[Any]] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        base_fields = base.__dict__.get("__dataclass_fields__")
+        if base_fields is None:
+            continue
+        params = base.__dict__.get("__dataclass_params__")
+        if params is None or params.frozen or any(f._field_type is not _FIELD for f in base_fields.values()):
+            return None
+        all_fields.update(base_fields)
+    module = sys.modules.get(cls.__module__)
+    ns = module.__dict__ if module is not None else {}
+    plain: set[str] = set()  # string annotations found plain (a class repeats ``str | None``)
+    for annotation in annotations.values():
+        if isinstance(annotation, str):
+            if annotation in plain:
+                continue
+            plain.add(annotation)
+            match = _LEADING.match(annotation)
+            if match is None:
+                continue
+            head, leading = match.group(1), match.group(2)
+            owner = ns.get(head) if head else None
+            if module is None or _special(ns.get(leading)) or (
+                    isinstance(owner, type(sys)) and _special(vars(owner).get(leading))):
+                return None
+        elif _special(annotation):
+            return None
+    field_type, field_class, unhashable_rule = _FIELD, dataclasses.Field, _UNHASHABLE_DEFAULTS
+    for name, annotation in annotations.items():
+        default = getattr(cls, name, _MISSING)  # inherited too, as dataclass reads it
+        in_class = isinstance(default, field_class)
+        f = default if in_class else dataclasses.field(default=default)
+        f.name = name
+        f.type = annotation
+        f._field_type = field_type  # type: ignore[attr-defined]
+        if f.kw_only is _MISSING:  # type: ignore[attr-defined]
+            f.kw_only = False  # type: ignore[attr-defined]
+        value = f.default
+        if value is not _MISSING and (value.__class__.__hash__ is None if unhashable_rule
+                                      else isinstance(value, (list, dict, set))):
+            raise ValueError(f"mutable default {type(value)} for field {name} is not allowed: use default_factory")
+        all_fields[name] = f
+        if in_class:  # the Field in the class body gives way to its default, as dataclass does
+            if value is _MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, value)
+    for name, value in own.items():
+        if isinstance(value, field_class) and name not in annotations:
+            raise TypeError(f"{name!r} is a field but has no type annotation")
+    cls.__dataclass_fields__ = all_fields  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = _params()  # type: ignore[attr-defined]
+    fields = tuple(all_fields.values())
+    if "__match_args__" not in own:
+        cls.__match_args__ = tuple(f.name for f in fields if f.init and not f.kw_only)  # type: ignore[misc,attr-defined]
+    return fields
+
+
 def _process(cls: type, frozen: bool) -> type:
     own = cls.__dict__
     qualname = cls.__qualname__
@@ -92,35 +186,56 @@ def _process(cls: type, frozen: bool) -> type:
     undocumented = not own.get("__doc__")
     if undocumented:  # else dataclass builds the docstring with inspect.signature, slowly
         cls.__doc__ = qualname
-    swapped = _plain_annotations(cls)
-    try:
-        dataclasses.dataclass(cls, init=False, repr=False, eq=False)  # fields only: nothing is compiled
-    finally:
-        cls.__annotations__.update(swapped)
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    fields = _plain_fields(cls)
+    if fields is None:  # a ClassVar, KW_ONLY, InitVar or a frozen dataclass base: dataclass's own bookkeeping
+        swapped = _plain_annotations(cls)
+        try:
+            dataclasses.dataclass(cls, init=False, repr=False, eq=False)  # fields only: nothing is compiled
+        finally:
+            cls.__annotations__.update(swapped)
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        for f in fields:
+            if f.name in swapped:
+                f.type = swapped[f.name]
+    # What the generated methods read, in one pass over the fields (a record class's creation is
+    # part of every command's start-up): ``plan`` holds (name, default, factory) in field order,
+    # fields outside __init__ only when they have a factory (a plain default stays a class
+    # attribute, as dataclass leaves it).
+    init_list: list[str] = []
+    positional_list: list[str] = []
+    plan_list: list[tuple[str, Any, Any]] = []
+    repr_list: list[str] = []
+    compare_list: list[str] = []
+    hash_list: list[str] = []
+    every_init = True  # every planned field a keyword of __init__ (none filled by a factory alone)
     for f in fields:
-        if f.name in swapped:
-            f.type = swapped[f.name]
+        name = f.name
+        if f.init:
+            init_list.append(name)
+            if not f.kw_only:
+                positional_list.append(name)
+            plan_list.append((name, f.default, f.default_factory))
+        elif f.default_factory is not _MISSING:
+            plan_list.append((name, f.default, f.default_factory))
+            every_init = False
+        if f.repr:
+            repr_list.append(name)
+        if f.compare:
+            compare_list.append(name)
+        if f.compare if f.hash is None else f.hash:
+            hash_list.append(name)
     if undocumented:
-        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"
-    positional = tuple(f.name for f in fields if f.init and not f.kw_only)
-    init_names = frozenset(f.name for f in fields if f.init)
-    # (name, default, factory) in field order; fields outside __init__ only when they have a factory
-    # (a plain default stays a class attribute, as dataclass leaves it).
-    plan: tuple[tuple[str, Any, Any], ...] = tuple(
-        (f.name, f.default, f.default_factory)
-        for f in fields
-        if f.init or f.default_factory is not _MISSING
-    )
-    repr_names = tuple(f.name for f in fields if f.repr)
-    compare_names = tuple(f.name for f in fields if f.compare)
-    hash_names = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
+        cls.__doc__ = f"{cls.__name__}({', '.join(init_list)})"
+    positional = tuple(positional_list)
+    init_names = frozenset(init_list)
+    plan: tuple[tuple[str, Any, Any], ...] = tuple(plan_list)
+    repr_names, compare_names, hash_names = tuple(repr_list), tuple(compare_list), tuple(hash_list)
     post_init = hasattr(cls, "__post_init__")
     set_attr = object.__setattr__
 
     # Every field a keyword of __init__, none filled by a factory: a call naming all of them
     # (the usual one on the hot paths, hundreds of cpufreq policies) just sets them in order.
-    every = tuple(name for name, _, _ in plan) if all(name in init_names for name, _, _ in plan) else None
+    every = tuple(init_list) if every_init else None
     # ... straight into the instance's dict (half the time of a setattr call per field) unless a
     # field's name is a data descriptor of the class, whose __set__ a setattr must call.
     direct = every is not None and not any(hasattr(type(getattr(cls, name, None)), "__set__") for name in every)

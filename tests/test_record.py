@@ -217,3 +217,156 @@ def test_a_call_naming_every_field_sets_them_as_dataclass_does(frozen: bool) -> 
         assert sub(rec)(name="p0", watts=3.0, layout="policy").watts == 3.0
         assert sub(ref)(name="p0", watts=3.0, layout="policy").watts == 3.0
         assert seen == [3.0, 3.0]
+
+
+def _field_view(cls: type) -> list[tuple[Any, ...]]:
+    return [(f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare, f.kw_only,
+             dict(f.metadata), f._field_type) for f in dataclasses.fields(cls)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_plain_fields_are_dataclass_s_own_without_dataclass(frozen: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A class of plain fields (no ClassVar, KW_ONLY or InitVar) gets its fields, parameters and
+    ``__match_args__`` from record itself, not from ``dataclass``: each the same as dataclass's."""
+    def body(decorate: Any) -> type:
+        @decorate(frozen=frozen)
+        class Plain:
+            name: str
+            watts: float = 1.5
+            tags: list[str] = field(default_factory=list, metadata={"unit": "W"})
+            note: str = field(default="n", repr=False, compare=False, hash=True)
+            gone: int = field(default_factory=int, init=False)
+            unit: str = field(default="W", kw_only=True)
+
+        return Plain
+
+    calls: list[type] = []
+    real = dataclasses.dataclass
+
+    def counting(cls: Any = None, /, **kwargs: Any) -> Any:
+        if cls is not None:
+            calls.append(cls)
+        return real(cls, **kwargs) if cls is not None else real(**kwargs)
+
+    ref = body(dataclass)
+    monkeypatch.setattr(dataclasses, "dataclass", counting)
+    rec = body(record)
+    assert [c for c in calls if c.__name__ == "Plain"] == []  # dataclass never saw it
+    assert _field_view(rec) == _field_view(ref)
+    assert rec.__match_args__ == ref.__match_args__ == ("name", "watts", "tags", "note")
+    assert rec.__dataclass_params__.frozen is False and rec.__dataclass_params__.init is False
+    assert rec.__annotations__ == ref.__annotations__
+    for name in ("watts", "note", "unit"):  # a default stays a class attribute, a Field is replaced by it
+        assert getattr(rec, name) == getattr(ref, name)
+    assert "tags" not in vars(rec) and "tags" not in vars(ref)  # a factory's field: no class attribute
+    item = rec("a", unit="mW")
+    assert (item.tags, item.gone, item.unit) == ([], 0, "mW")
+    assert dataclasses.asdict(item) == dataclasses.asdict(ref("a", unit="mW"))
+    assert dataclasses.replace(item, watts=2.0).watts == 2.0
+    assert copy.deepcopy(item) == item
+
+
+def test_plain_fields_inherit_and_fail_as_dataclass_does() -> None:
+    @record
+    class Base:
+        a: int
+        b: str = "x"
+
+    @record(frozen=True)
+    class Sub(Base):
+        c: float = 0.0
+        b: str = "y"
+
+    @dataclass
+    class RefBase:
+        a: int
+        b: str = "x"
+
+    @dataclass
+    class RefSub(RefBase):
+        c: float = 0.0
+        b: str = "y"
+
+    assert [f.name for f in dataclasses.fields(Sub)] == [f.name for f in dataclasses.fields(RefSub)] == ["a", "b", "c"]
+    assert Sub(1).b == "y" and Sub(1, "z", 2.0) == Sub(a=1, b="z", c=2.0)
+
+    for decorate in (dataclass, record):
+        with pytest.raises(ValueError, match="mutable default <class 'list'> for field items is not allowed"):
+            @decorate
+            class Mutable:
+                items: list[int] = []  # noqa: RUF012 - the error under test
+
+        with pytest.raises(TypeError, match="'stray' is a field but has no type annotation"):
+            @decorate
+            class Stray:
+                a: int
+                stray = field(default=1)
+
+    @dataclass(frozen=True)
+    class FrozenBase:
+        a: int
+
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+        @record
+        class OnFrozen(FrozenBase):  # dataclass's own check, as before: record hands such a class to it
+            b: int = 0
+
+
+_DUMP = r"""
+import dataclasses, importlib, json, pkgutil, sys
+import joulectl, joulectl.record as r
+if sys.argv[1] == "dataclass":
+    r._FIELD = None  # every record through dataclass's own bookkeeping, as before
+def rep(x):
+    if x is dataclasses.MISSING:
+        return "MISSING"
+    return x.__qualname__ if callable(x) and hasattr(x, "__qualname__") else repr(x)
+out = {}
+for info in pkgutil.walk_packages(joulectl.__path__, "joulectl."):
+    path = getattr(info.module_finder, "path", "")
+    try:
+        with open(f"{path}/{info.name.rsplit('.', 1)[1]}.py", encoding="utf-8") as fh:
+            if "@record" not in fh.read():
+                continue
+    except OSError:
+        continue
+    mod = importlib.import_module(info.name)
+    for name, cls in sorted(vars(mod).items()):
+        if isinstance(cls, type) and cls.__module__ == mod.__name__ and dataclasses.is_dataclass(cls):
+            out[f"{mod.__name__}.{name}"] = [
+                repr(cls.__dataclass_params__), repr(getattr(cls, "__match_args__", None)), sorted(vars(cls)),
+                [(f.name, repr(f.type), rep(f.default), rep(f.default_factory), f.init, f.repr, f.hash,
+                  f.compare, f.kw_only, repr(dict(f.metadata)), repr(f._field_type),
+                  rep(getattr(cls, f.name, "<none>"))) for f in dataclasses.fields(cls)]]
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def test_every_record_of_the_package_is_what_dataclass_made_it() -> None:
+    """Every record class joulectl defines, built by record's own bookkeeping and by
+    ``dataclass``'s (as before the start-up work): the same fields, parameters, match arguments
+    and class attributes. Run in two fresh interpreters (a class is built once per process)."""
+    import subprocess
+    import sys
+
+    runs = [subprocess.run([sys.executable, "-c", _DUMP, way], capture_output=True, text=True, check=True).stdout
+            for way in ("record", "dataclass")]
+    import json
+
+    fast, slow = (json.loads(r) for r in runs)
+    assert len(fast) >= 40 and fast.keys() == slow.keys()
+    for name in fast:
+        assert fast[name] == slow[name], name
+
+
+def test_an_inherited_class_attribute_is_the_default_dataclass_reads() -> None:
+    class Defaults:
+        unit = "W"
+
+    for decorate in (dataclass, record):
+        @decorate
+        class Reading(Defaults):
+            watts: float
+            unit: str  # no default here: dataclass takes the inherited class attribute
+
+        assert Reading(1.0).unit == "W" and [f.default for f in dataclasses.fields(Reading)][1] == "W"

@@ -17,17 +17,20 @@ from typing import Any
 from joulectl.gfd import strip_gfd_suffix as strip_gfd_suffix  # re-exported: the catalog's name rules
 from joulectl.record import record
 
-#: (explicit cases: what IGNORECASE matches for these letters, without its slower compile)
-_DROP = re.compile(r"\([rR]\)|\([tT][mM]\)|®|™")
-_SEP = re.compile(r"[()\-_/,]+")
-_WS = re.compile(r"\s+")
+#: (explicit cases: what IGNORECASE matches for these letters, without its slower compile;
+#: compiled at its first use, by ``re``'s cache: most names have none of these marks)
+_DROP = r"\([rR]\)|\([tT][mM]\)|®|™"
+#: The separators that become a space: ``( ) - _ / ,``.
+_SEP = str.maketrans("()-_/,", "      ")
 
 
 def normalize(name: str) -> str:
-    """The catalog's matching form of a model name."""
-    text = _DROP.sub("", name.lower())
-    text = _SEP.sub(" ", text)
-    return _WS.sub(" ", text).strip()
+    """The catalog's matching form of a model name: lower case, the trademark marks dropped,
+    every run of separators and white space one space, stripped."""
+    text = name.lower()
+    if "(" in text or "®" in text or "™" in text:
+        text = re.sub(_DROP, "", text)
+    return " ".join(text.translate(_SEP).split())
 
 
 @record(frozen=True)

@@ -61,3 +61,21 @@ def test_strip_gfd_suffix_is_the_case_blind_pattern(name: str) -> None:
     import re
 
     assert catalog.strip_gfd_suffix(name) == re.sub(_GFD_PATTERN, "", name.strip(), flags=re.IGNORECASE)
+
+
+def _normalize_by_patterns(name: str) -> str:
+    """The catalog's matching form as three patterns made it before the start-up work (issue 20)."""
+    import re
+
+    text = re.sub(r"\([rR]\)|\([tT][mM]\)|®|™", "", name.lower())
+    text = re.sub(r"[()\-_/,]+", " ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@FUZZ
+@given(model_names | st.text(alphabet="()-_/,rRtTmM®™ \t\n\x0b\x1c\u00a0\u2003\u3000aZ0", max_size=24))
+def test_normalize_is_what_the_patterns_made(name: str) -> None:
+    # separators, marks and every kind of white space (Unicode's too): the same form as before
+    assert catalog.normalize(name) == _normalize_by_patterns(name)
+    for tricky in ("((tm)r)", "(t(r)m)", "Intel(R) Xeon(R)\u00a0Gold", "NVIDIA  H100--SXM5_80GB"):
+        assert catalog.normalize(tricky) == _normalize_by_patterns(tricky)
