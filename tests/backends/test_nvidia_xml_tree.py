@@ -65,7 +65,8 @@ def test_the_fake_tools_full_documents_give_elementtree_s_tree(tmp_path: Any) ->
 MARKUP = st.sampled_from([
     "<a>", "</a>", "<b x='1'>", "</b>", "<c/>", "text", " ", "\n", "&amp;", "&lt;", "&#65;", "&#x1F600;", "&nope;",
     "<![CDATA[<raw> & ]]>", "<!-- note -->", "<?pi data?>", "<d y=\"&quot;q&quot;\" z='2'>", "</d>", ">", "&", "<",
-    "\r\n", "é", "<gpu id=\"00000000:18:00.0\">", "</gpu>",
+    "\r\n", "é", "<gpu id=\"00000000:18:00.0\">", "</gpu>", "<n:e xmlns:n='urn:x' n:k='v'>", "</n:e>", "<p:q>",
+    "</p:q>", "<f xmlns='urn:d'>", "</f>",
 ])
 PROLOGUE = st.sampled_from([
     "", '<?xml version="1.0" ?>\n', '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n',
@@ -83,7 +84,7 @@ def test_any_markup_gives_elementtree_s_tree_or_its_error(prologue: str, body: l
         assert got == want, text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.text(max_size=60))
 def test_any_text_gives_elementtree_s_tree_or_its_error(text: str) -> None:
     want, got = both(text)
