@@ -105,16 +105,18 @@ def open_regular(real: str, flags: int, label: str, mode: int = 0o644) -> int:
     return fd
 
 
-def _check_regular(fd: int, label: str, path: str | None = None) -> None:
+def _check_regular(fd: int, label: str, path: str | None = None) -> int:
     """Raise :class:`NotRegularError` (or ``OSError(EISDIR)`` naming ``path``, what reading it
-    says) unless ``fd`` is a regular file. :meth:`Host.read` asks only when a read left it in
+    says) unless ``fd`` is a regular file; return its size (0 for a procfs or sysfs file, whose
+    size is not known before it is read). :meth:`Host.read` asks only when a read left it in
     doubt: through FUSE every ``fstat`` after a ``direct_io`` read is a ``GETATTR`` request (the
     read marks the access time stale)."""
-    st_mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(st_mode):
-        if stat.S_ISDIR(st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
             raise OSError(errno_mod.EISDIR, os.strerror(errno_mod.EISDIR), path)
-        raise NotRegularError(label, file_kind(st_mode))
+        raise NotRegularError(label, file_kind(st.st_mode))
+    return st.st_size
 
 
 class ToolError(Exception):
@@ -339,7 +341,10 @@ class Host:
         a writer reads empty, with a writer and no data fails with ``EAGAIN``; a directory fails
         with ``EISDIR``), so only an empty or failed read, or a page-long one that is read on, asks
         ``fstat`` what the file is. A sysfs attribute costs ``open``, ``read``, ``close``: on a
-        FUSE-served node an ``fstat`` would be a request of its own (see :func:`_check_regular`)."""
+        FUSE-served node an ``fstat`` would be a request of its own (see :func:`_check_regular`).
+        Under ``/proc`` a short read is not the end: procfs serves a page of whole records a read
+        (``/proc/cpuinfo`` two or three CPUs at a time), so such a file is read on to its end (or,
+        on disk, to its size). A file of known size larger than a page is read whole at once."""
         fd = -1
         if not self.is_live and host_path.startswith("/") and "\x00" not in host_path:
             # The usual case in one system call less: the directory resolved (cached) and inside the
@@ -370,17 +375,24 @@ class Host:
             except OSError:
                 _check_regular(fd, host_path)
                 raise
-            if not data or len(data) == _FIRST_READ:
-                _check_regular(fd, host_path)
-            if len(data) == _FIRST_READ:  # a larger file: read on up to the limit
+            # A procfs file is served a page of whole records at a time (seq_file): a read shorter
+            # than a page is not its end there (a host's /proc/cpuinfo past its second CPU).
+            procfs = 0 < len(data) < _FIRST_READ and host_path.startswith("/proc/")
+            known = _check_regular(fd, host_path) if not data or len(data) == _FIRST_READ or procfs else 0
+            if len(data) == _FIRST_READ or (procfs and len(data) != known):  # read on up to the limit
+                if _FIRST_READ < known <= limit:
+                    # Its size known (a file on disk): read whole into one buffer from its start, no
+                    # joining of pieces (each copy of a 650 KB /proc/cpuinfo costs ~160 page faults).
+                    data = os.pread(fd, known + 1, 0)
+                    os.lseek(fd, len(data), os.SEEK_SET)
                 parts, size = [data], len(data)
-                while size <= limit:
+                while size <= limit and (len(data) != known or known == 0):  # (a file that grew: on)
                     chunk = read(fd, min(1 << 16, limit + 1 - size))
                     if not chunk:
                         break
                     parts.append(chunk)
                     size += len(chunk)
-                data = b"".join(parts)
+                data = parts[0] if len(parts) == 1 else b"".join(parts)
         except OSError as e:
             raise HostIOError(e.errno or errno_mod.EIO, host_path) from e
         finally:

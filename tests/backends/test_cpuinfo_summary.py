@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from joulectl.backends.cpu import cpuinfo_summary, parse_cpuinfo
 
@@ -82,3 +84,21 @@ def test_texts_off_the_kernel_layout_read_alike(text: str) -> None:
 ])
 def test_odd_line_breaks_split_lines_written_out(text: str, expect: object) -> None:
     assert cpuinfo_summary(text) == expect
+
+
+_LINE = st.sampled_from(["processor\t: 0", "processor\t: 1", "physical id\t: 0", "physical id : 1", "core id\t\t: 3",
+                         "core id", "vendor_id\t: AuthenticAMD", "flags\t\t: fpu hypervisor", "", " ", "\t", "x: y",
+                         "processor:", "physical idx : 2", " processor : 9"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_LINE, max_size=12), st.sampled_from(["", "\n", "\n\n", " "]), st.sampled_from(["", "\n", " "]))
+def test_the_lines_are_what_the_pattern_finds_in_the_padded_text(lines: list[str], end: str, start: str) -> None:
+    # _topology_lines reads the text in place (no copies of a 650 KB text): the same matches as
+    # the pattern on the text with a newline before and two after, as before; the summary is
+    # parse_cpuinfo's, stripped or not (discover hands it the file as read).
+    from joulectl.backends import cpu
+
+    text = start + "\n".join(lines) + end
+    assert cpu._topology_lines(text) == cpu._TOPOLOGY_LINE.findall("\n" + text + "\n\n")
+    assert cpuinfo_summary(text) == cpuinfo_summary(text.strip()) == _slow(text)

@@ -76,6 +76,20 @@ def test_files_up_to_the_limit_are_read_whole(tmp_path: Path, size: int) -> None
         assert e.value.errno == errno.EFBIG
 
 
+@pytest.mark.skipif(not Path("/proc/kallsyms").is_file(), reason="no /proc/kallsyms")
+def test_a_file_whose_size_is_unknown_is_read_on_to_its_end() -> None:
+    """A procfs file's size reads 0 (a large host's /proc/cpuinfo): read on in pieces, to its end
+    or the limit; a file on disk is read whole into one buffer (the test above). Reads only."""
+    with open("/proc/kallsyms", "rb") as fh:
+        want = fh.read()
+    assert os.stat("/proc/kallsyms").st_size == 0 and len(want) > 3 * 4096
+    live = Host("/")
+    assert live.read("/proc/kallsyms", limit=len(want) * 2) == want.decode("utf-8", errors="replace")
+    with pytest.raises(HostIOError) as e:
+        live.read("/proc/kallsyms", limit=len(want) // 2)
+    assert e.value.errno == errno.EFBIG
+
+
 @pytest.mark.parametrize(
     ("setup", "reason"),
     [
