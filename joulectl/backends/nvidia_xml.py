@@ -75,7 +75,7 @@ def parse_xml(text: str) -> Element:
     def start(tag: str, attrib: dict[str, str]) -> None:
         if "}" in tag:
             tag = "{" + tag
-        if any("}" in key for key in attrib):
+        if attrib and any("}" in key for key in attrib):
             attrib = {("{" + key if "}" in key else key): value for key, value in attrib.items()}
         node = Element(tag, attrib)
         (stack[-1].children if stack else roots).append(node)
