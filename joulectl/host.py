@@ -332,7 +332,7 @@ class Host:
 
     # -- reads and writes -----------------------------------------------------------------
 
-    def read(self, host_path: str, *, limit: int = MAX_ATTR_BYTES) -> str:
+    def read(self, host_path: str, *, limit: int = MAX_ATTR_BYTES, truncate: bool = False) -> str:
         """Read a file as text (invalid UTF-8 replaced); raise :class:`HostIOError` with the errno
         (:class:`EscapeError` outside the root, :class:`NotRegularError` for a FIFO and the like).
 
@@ -344,7 +344,8 @@ class Host:
         FUSE-served node an ``fstat`` would be a request of its own (see :func:`_check_regular`).
         Under ``/proc`` a short read is not the end: procfs serves a page of whole records a read
         (``/proc/cpuinfo`` two or three CPUs at a time), so such a file is read on to its end (or,
-        on disk, to its size). A file of known size larger than a page is read whole at once."""
+        on disk, to its size). A file of known size larger than a page is read whole at once.
+        ``truncate``: the first ``limit`` bytes of a longer file instead of :data:`errno.EFBIG`."""
         fd = -1
         if not self.is_live and host_path.startswith("/") and "\x00" not in host_path:
             # The usual case in one system call less: the directory resolved (cached) and inside the
@@ -398,8 +399,19 @@ class Host:
         finally:
             os.close(fd)
         if len(data) > limit:
-            raise HostIOError(errno_mod.EFBIG, host_path, f"larger than {limit} bytes")
+            if not truncate:
+                raise HostIOError(errno_mod.EFBIG, host_path, f"larger than {limit} bytes")
+            data = data[:limit]  # ``truncate``: the start of a longer file
         return data.decode("utf-8", errors="replace")
+
+    def read_head(self, host_path: str, size: int) -> str:
+        """The first ``size`` bytes of a file at most, as text ("" when it cannot be read): the
+        start of a file too long to read for one line (a 384-thread host's /proc/cpuinfo is 650 KB,
+        its first CPU's block 2 KB). :meth:`read`'s checks (a FIFO, the root) apply."""
+        try:
+            return self.read(host_path, limit=size, truncate=True)
+        except HostIOError:
+            return ""
 
     def read_attr(self, host_path: str) -> Attr:
         """Read one sysfs-style attribute, stripped; never raises."""

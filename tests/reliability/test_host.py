@@ -263,3 +263,24 @@ def test_makedirs_of_odd_but_confined_paths(attr_root: Path, host_path: str) -> 
     host = Host(str(attr_root))
     host.makedirs(host_path)
     assert host.is_dir(host_path)
+
+
+@pytest.mark.parametrize("size", [0, 100, 4095, 4096, 4097, 70_000])
+def test_read_head_is_the_start_of_any_file(tmp_path: Path, size: int) -> None:
+    (tmp_path / "proc").mkdir()
+    data = bytes(ord("a") + i % 26 for i in range(size))
+    (tmp_path / "proc" / "cpuinfo").write_bytes(data)
+    host = Host(str(tmp_path))
+    for head in (1, 4096, 16384, 1 << 20):
+        assert host.read_head("/proc/cpuinfo", head) == data[:head].decode()
+    assert host.read_head("/proc/missing", 10) == ""
+    fifo = tmp_path / "proc" / "fifo"
+    os.mkfifo(fifo)
+    assert host.read_head("/proc/fifo", 10) == ""  # never blocks, never a FIFO's bytes
+
+
+@pytest.mark.skipif(not Path("/proc/kallsyms").is_file(), reason="no /proc/kallsyms")
+def test_read_head_of_a_procfs_file_reads_past_its_first_page() -> None:
+    with open("/proc/kallsyms", "rb") as fh:
+        want = fh.read(20_000)
+    assert Host("/").read_head("/proc/kallsyms", 20_000) == want.decode("utf-8", errors="replace")
