@@ -409,6 +409,8 @@ class Host:
         start of a file too long to read for one line (a 384-thread host's /proc/cpuinfo is 650 KB,
         its first CPU's block 2 KB). :meth:`read`'s checks (a FIFO, the root) apply."""
         try:
+            if type(self).read is not Host.read:  # a test double's read (faults, counting): as it reads
+                return self.read(host_path)[:size]
             return self.read(host_path, limit=size, truncate=True)
         except HostIOError:
             return ""
