@@ -5,6 +5,7 @@ without splitting the whole file into words (3 ms on a 224-thread host's 220 KB)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -66,3 +67,30 @@ def test_without_gpu_details_the_gpus_are_the_same_but_for_catalog_and_presets(t
            [(d.index, d.bus_id, d.model, d.cap_range, d.current_cap_w) for d in full]
     model = "NVIDIA H100 80GB HBM3" if profile.startswith("nvidia") else "AMD Instinct MI300X"
     assert {d.model for d in bare} == {model}
+
+
+def test_the_collector_waits_while_the_inventory_is_taken_and_is_as_it_was_after(tmp_path: Path) -> None:
+    import gc
+
+    from joulectl.ops import inventory as inv_mod
+
+    seen: list[bool] = []
+    real = inv_mod._inventory
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    inv_mod._inventory = spy  # type: ignore[assignment]
+    try:
+        assert gc.isenabled()
+        inv_mod.inventory(Host(str(tmp_path)))
+        assert seen == [False] and gc.isenabled()
+        gc.disable()
+        try:
+            inv_mod.inventory(Host(str(tmp_path)))
+            assert not gc.isenabled()  # a caller that had it off keeps it off
+        finally:
+            gc.enable()
+    finally:
+        inv_mod._inventory = real  # type: ignore[assignment]
