@@ -48,6 +48,11 @@ class Element:
         return nodes
 
     def find(self, path: str) -> Element | None:
+        if "/" not in path:  # a child's name: the first such child (no list of them all)
+            for child in self.children:
+                if child.tag == path:
+                    return child
+            return None
         found = self.findall(path)
         return found[0] if found else None
 
