@@ -370,3 +370,73 @@ def test_an_inherited_class_attribute_is_the_default_dataclass_reads() -> None:
             unit: str  # no default here: dataclass takes the inherited class attribute
 
         assert Reading(1.0).unit == "W" and [f.default for f in dataclasses.fields(Reading)][1] == "W"
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_maker_makes_what_the_keyword_call_makes(frozen: bool) -> None:
+    from joulectl.record import maker
+
+    @record(frozen=frozen)
+    class Policy:
+        name: str
+        khz: int | None
+        layout: str = "policy"
+
+    make = maker(Policy)
+    values = {"name": "policy0", "khz": 2400000, "layout": "legacy"}
+    got, want = make(dict(values)), Policy(**values)
+    assert type(got) is Policy and got == want and repr(got) == repr(want)
+    assert list(vars(got).items()) == list(vars(want).items())
+    if frozen:
+        assert hash(got) == hash(want)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got.name = "x"
+    # another order, a missing or an unknown field: the keyword call decides (its errors too)
+    assert make({"khz": 1, "name": "p", "layout": "policy"}) == Policy(name="p", khz=1)
+    with pytest.raises(TypeError, match="missing 1 required argument: 'khz'"):
+        make({"name": "p", "layout": "policy"})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'extra'"):
+        make({"name": "p", "khz": 1, "layout": "policy", "extra": 0})
+
+
+def test_maker_leaves_a_class_that_does_more_to_its_init() -> None:
+    from joulectl.record import maker
+
+    @record
+    class Posted:
+        a: int
+        doubled: int = field(default=0, init=False)
+
+        def __post_init__(self) -> None:
+            self.doubled = self.a * 2
+
+    @record
+    class Own:
+        a: int
+
+        def __init__(self, a: int) -> None:
+            self.a = a + 1
+
+    @record
+    class Factory:
+        a: int
+        tags: list[str] = field(default_factory=list)
+
+    class Described:
+        def __set_name__(self, owner: type, name: str) -> None:
+            self.name = "_" + name
+
+        def __get__(self, obj: Any, owner: type | None = None) -> Any:
+            return self if obj is None else getattr(obj, self.name)
+
+        def __set__(self, obj: Any, value: int) -> None:
+            setattr(obj, self.name, value * 10)
+
+    @record
+    class WithDescriptor:
+        a: int = Described()  # type: ignore[assignment]
+
+    assert maker(Posted)({"a": 2}).doubled == 4
+    assert maker(Own)({"a": 1}).a == 2
+    assert maker(Factory)({"a": 1, "tags": ["x"]}).tags == ["x"]
+    assert maker(WithDescriptor)({"a": 3}).a == 30

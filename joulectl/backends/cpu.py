@@ -38,6 +38,7 @@ from joulectl.backends.pci import fmt_w, write_uw_verified
 from joulectl.errors import ConfinementError
 from joulectl.host import Host, HostIOError
 from joulectl.models import Control, CpufreqPolicy, CpuInventory, PowercapConstraint, PowercapZone, PowerRange, Status
+from joulectl.record import maker
 from joulectl.units import MAX_POWER_UW, khz_to_mhz, parse_sysfs_int, uw_to_w
 
 POWERCAP = "/sys/class/powercap"
@@ -372,6 +373,7 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
             return got[leaf] or None
         return host.read_attr(f"{base}/{leaf}").value or None
 
+    make = maker(CpufreqPolicy)
     for i, (name, p, got) in enumerate(zip(names, dirs, values, strict=True)):
         # The leaves read for every policy are in ``got`` (or not in the first policy: None).
         get = got.get
@@ -381,24 +383,21 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
         governor = get("scaling_governor") or None
         if governor not in epps_by_governor:
             epps_by_governor[governor] = (attr("energy_performance_available_preferences", p, got) or "").split()
-        out.append(
-            CpufreqPolicy(
-                name=name,
-                path=p,
-                cpus=_cpus(attr("affected_cpus", p, got) or attr("related_cpus", p, got)) if details or i == 0
-                else [],
-                driver=driver,
-                governor=governor,
-                available_governors=list(governors),
-                epp=get("energy_performance_preference") or None,
-                available_epp=list(epps_by_governor[governor]),
-                min_khz=num(get("cpuinfo_min_freq") or None),
-                max_khz=num(get("cpuinfo_max_freq") or None),
-                base_khz=num(get("base_frequency") or None),
-                cur_khz=num(get("scaling_cur_freq") or None) if details else None,
-                layout=layout,
-            )
-        )
+        out.append(make({  # every field, in field order (record.maker: hundreds of policies)
+            "name": name,
+            "path": p,
+            "cpus": _cpus(attr("affected_cpus", p, got) or attr("related_cpus", p, got)) if details or i == 0 else [],
+            "driver": driver,
+            "governor": governor,
+            "available_governors": list(governors),
+            "epp": get("energy_performance_preference") or None,
+            "available_epp": list(epps_by_governor[governor]),
+            "min_khz": num(get("cpuinfo_min_freq") or None),
+            "max_khz": num(get("cpuinfo_max_freq") or None),
+            "base_khz": num(get("base_frequency") or None),
+            "cur_khz": num(get("scaling_cur_freq") or None) if details else None,
+            "layout": layout,
+        }))
     return out
 
 
