@@ -32,6 +32,7 @@ from __future__ import annotations
 import errno
 import re
 from dataclasses import replace
+from typing import Any, AnyStr
 
 from joulectl.backends.base import WriteOutcome
 from joulectl.backends.pci import fmt_w, write_uw_verified
@@ -83,43 +84,61 @@ def parse_cpuinfo(text: str) -> list[dict[str, str]]:
 #: with none of them, no line starting with a blank and ASCII only takes :func:`cpuinfo_summary`'s
 #: fast path.
 _ODD_SPACE = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+_ODD_SPACE_BYTES = tuple(c.encode() for c in _ODD_SPACE)
 
 
 #: In a text of the kernel's layout: a line of one of the keys discover counts (key, value, ""), the
 #: end of a block (an empty line next: ("", "", "")), or a line that starts with a blank, which the
-#: kernel never prints (("", "", " ")): the text is then read line by line.
-_TOPOLOGY_LINE = re.compile(r"\n(?:(processor|physical id|core id)[ \t]*:([^\n]*)|(?=\n)|([ \t]))")
+#: kernel never prints (("", "", " ")): the text is then read line by line. (Compiled at its first
+#: use, for text or for bytes.)
+_TOPOLOGY_LINE = r"\n(?:(processor|physical id|core id)[ \t]*:([^\n]*)|(?=\n)|([ \t]))"
 
 
-def _topology_lines(text: str) -> list[tuple[str, str, str]]:
-    """``_TOPOLOGY_LINE.findall("\\n" + text + "\\n\\n")`` without those two copies of the text
-    (650 KB on a 384-thread host, each copy ~160 page faults, about 1 ms here): the first line
+def _topology_lines(text: AnyStr) -> list[tuple[AnyStr, AnyStr, AnyStr]]:
+    """``re.findall(_TOPOLOGY_LINE, "\\n" + text + "\\n\\n")`` without those two copies of the
+    text (650 KB on a 384-thread host, each copy ~160 page faults, about 1 ms here): the first line
     matched on its own, then every line after a newline, then the block ends the two newlines add
-    (a test holds the two equal)."""
-    cut = text.find("\n")
-    first = _TOPOLOGY_LINE.match("\n" + (text if cut < 0 else text[:cut + 1]))
-    lines: list[tuple[str, str, str]] = [] if first is None else [
-        (first.group(1) or "", first.group(2) or "", first.group(3) or "")]
-    lines += _TOPOLOGY_LINE.findall(text)
-    lines += [("", "", "")] * (2 if text.endswith("\n") or not text else 1)
+    (a test holds the two equal). For bytes, the pattern's bytes."""
+    if isinstance(text, bytes):
+        pattern, nl, none = re.compile(_TOPOLOGY_LINE.encode()), b"\n", b""
+    else:
+        pattern, nl, none = re.compile(_TOPOLOGY_LINE), "\n", ""
+    cut = text.find(nl)
+    first = pattern.match(nl + (text if cut < 0 else text[:cut + 1]))
+    lines: list[tuple[AnyStr, AnyStr, AnyStr]] = [] if first is None else [
+        (first.group(1) or none, first.group(2) or none, first.group(3) or none)]
+    lines += pattern.findall(text)
+    lines += [(none, none, none)] * (2 if text.endswith(nl) or not text else 1)
     return lines
 
 
-def cpuinfo_summary(text: str) -> tuple[dict[str, str], int, set[str], set[tuple[str | None, str]]]:
+def cpuinfo_summary(text: str | bytes) -> tuple[dict[str, str], int, set[str], set[tuple[str | None, str]]]:
     """What discover takes from ``/proc/cpuinfo``: the first processor block (every key), the
     number of processor blocks, the ``physical id`` values and the (``physical id``, ``core id``)
     pairs; the same as from :func:`parse_cpuinfo`. A 384-thread host prints 650 KB: in the
     kernel's own layout (ASCII, blocks split by an empty line, every key at the start of its line)
     one regular expression picks the three keys and the block ends out of it; any other text is
-    read line by line."""
+    read line by line. ``text`` may be the file's bytes (as read, not decoded: the fast path reads
+    them as they are; anything else is decoded as :meth:`Host.read` decodes)."""
+    if isinstance(text, bytes):
+        if not text.isascii() or any(c in text for c in _ODD_SPACE_BYTES):
+            return cpuinfo_summary(text.decode("utf-8", errors="replace"))
+        return _summary(text, _topology_lines(text), b"processor", b"physical id")
     lines = _topology_lines(text) if text.isascii() and not any(c in text for c in _ODD_SPACE) else [("", "", "?")]
+    return _summary(text, lines, "processor", "physical id")
+
+
+def _summary(text: AnyStr, lines: list[tuple[AnyStr, AnyStr, AnyStr]], processor_key: AnyStr,
+             socket_key: AnyStr) -> tuple[dict[str, str], int, set[str], set[tuple[str | None, str]]]:
+    """:func:`cpuinfo_summary` of the lines :func:`_topology_lines` found in ``text`` (str or
+    ASCII bytes: the ids it collects are decoded at the end, the first block before it is parsed)."""
     if any(blank for _, _, blank in lines):
-        blocks = parse_cpuinfo(text)
+        blocks = parse_cpuinfo(text if isinstance(text, str) else text.decode())
         return (blocks[0] if blocks else {}, len(blocks), {b["physical id"] for b in blocks if "physical id" in b},
                 {(b.get("physical id"), b["core id"]) for b in blocks if "core id" in b})
     threads = 0
-    sockets: set[str] = set()
-    cores: set[tuple[str | None, str]] = set()
+    sockets: set[AnyStr] = set()
+    cores: set[tuple[AnyStr | None, AnyStr]] = set()
     processor, socket, core = False, None, None
     for key, value, _ in lines:
         if not key:  # a block ends: count it if it was a processor's
@@ -130,22 +149,27 @@ def cpuinfo_summary(text: str) -> tuple[dict[str, str], int, set[str], set[tuple
                 if core is not None:
                     cores.add((socket, core))
             processor, socket, core = False, None, None
-        elif key == "processor":
+        elif key == processor_key:
             processor = True
-        elif key == "physical id":
+        elif key == socket_key:
             socket = value.strip()
         else:
             core = value.strip()
     first: dict[str, str] = {}
     at = 0
+    blank: Any = "\n\n" if isinstance(text, str) else b"\n\n"
     while threads and not first:  # the first processor block, read in full
-        end = text.find("\n\n", at)
-        found = parse_cpuinfo(text[at:] if end < 0 else text[at:end])
+        end = text.find(blank, at)
+        block = text[at:] if end < 0 else text[at:end]
+        found = parse_cpuinfo(block if isinstance(block, str) else block.decode())
         first = found[0] if found else {}
         if end < 0:
             break
         at = end + 2
-    return first, threads, sockets, cores
+    if isinstance(text, str):
+        return first, threads, sockets, cores  # type: ignore[return-value]
+    return (first, threads, {s.decode() for s in sockets},  # type: ignore[union-attr]
+            {(None if s is None else s.decode(), c.decode()) for s, c in cores})  # type: ignore[union-attr]
 
 
 # -- powercap ----------------------------------------------------------------------------------------
@@ -461,10 +485,10 @@ def discover(host: Host, *, details: bool = True) -> CpuInventory:
     from joulectl.catalog import load
 
     warnings: list[str] = []
-    try:  # as read, not stripped: the summary is the same, without a copy of the text (650 KB)
-        cpuinfo_text = host.read("/proc/cpuinfo")
+    try:  # its bytes as read (not decoded, not stripped): the same summary without a copy of 650 KB
+        cpuinfo_text: bytes = host.read_bytes("/proc/cpuinfo")
     except HostIOError:
-        cpuinfo_text = ""
+        cpuinfo_text = b""
         warnings.append(f"/proc/cpuinfo unreadable ({host.read_attr('/proc/cpuinfo').reason})")
     first, threads, sockets_set, core_ids = cpuinfo_summary(cpuinfo_text)
     vendor = first.get("vendor_id") or None

@@ -27,7 +27,7 @@ def test_a_real_capture_reads_alike() -> None:
     first, threads, sockets, cores = cpuinfo_summary(text)
     assert (first["model name"], threads, sorted(sockets), len(cores)) == (
         "Intel(R) Xeon(R) CPU           X7550  @ 2.00GHz", 64, ["0", "1", "2", "3"], 32)
-    assert cpuinfo_summary(text) == _slow(text)
+    assert cpuinfo_summary(text) == cpuinfo_summary(text.encode()) == _slow(text)
 
 
 def test_the_emulated_384_thread_epyc_reads_alike() -> None:
@@ -37,7 +37,7 @@ def test_the_emulated_384_thread_epyc_reads_alike() -> None:
     text = _cpuinfo(ProfileSet().get("amd-epyc-2s-energy-only").cpu)
     first, threads, sockets, cores = cpuinfo_summary(text)
     assert (first["vendor_id"], threads, sorted(sockets), len(cores)) == ("AuthenticAMD", 384, ["0", "1"], 192)
-    assert cpuinfo_summary(text) == _slow(text)
+    assert cpuinfo_summary(text) == cpuinfo_summary(text.encode()) == _slow(text)
 
 
 B0 = "processor\t: 0\nvendor_id\t: GenuineIntel\nphysical id\t: 0\ncore id\t\t: 0\n"
@@ -65,7 +65,7 @@ B1 = "processor\t: 1\nvendor_id\t: GenuineIntel\nphysical id\t: 1\ncore id\t\t: 
     "\n" + B0 + "\n" + B1.replace("processor\t: 1", "processor\t: 1  \t"),
 ])
 def test_texts_off_the_kernel_layout_read_alike(text: str) -> None:
-    assert cpuinfo_summary(text) == _slow(text)
+    assert cpuinfo_summary(text) == cpuinfo_summary(text.encode()) == _slow(text)
 
 
 @pytest.mark.parametrize(("text", "expect"), [
@@ -100,5 +100,9 @@ def test_the_lines_are_what_the_pattern_finds_in_the_padded_text(lines: list[str
     from joulectl.backends import cpu
 
     text = start + "\n".join(lines) + end
-    assert cpu._topology_lines(text) == cpu._TOPOLOGY_LINE.findall("\n" + text + "\n\n")
-    assert cpuinfo_summary(text) == cpuinfo_summary(text.strip()) == _slow(text)
+    import re
+
+    assert cpu._topology_lines(text) == re.findall(cpu._TOPOLOGY_LINE, "\n" + text + "\n\n")
+    padded = ("\n" + text + "\n\n").encode()
+    assert cpu._topology_lines(text.encode()) == re.findall(cpu._TOPOLOGY_LINE.encode(), padded)
+    assert cpuinfo_summary(text) == cpuinfo_summary(text.strip()) == cpuinfo_summary(text.encode()) == _slow(text)
