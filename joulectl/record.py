@@ -328,7 +328,8 @@ def maker(cls: type[_T]) -> Callable[[dict[str, Any]], _T]:
     ``__init__`` by name in field order, is ``cls(**values)`` without the keyword call and its
     checks (a policy 2.5 -> 1.2 us): ``values`` fills the new instance's dict as that call's
     ``__init__`` would. Any other dict, and a class whose ``__init__`` does more (its own, a
-    ``__post_init__``, a field that is a descriptor, a factory), goes through ``cls(**values)``."""
+    ``__post_init__``, a field that is a descriptor, a field outside ``__init__`` made by a
+    factory), goes through ``cls(**values)``."""
     fill = cls.__dict__.get("_record_fill")
     if fill is None:
         return lambda values: cls(**values)
