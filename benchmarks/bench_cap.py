@@ -134,6 +134,9 @@ def main() -> None:
     parser.add_argument("--profiles", default=None, help="comma-separated profiles (default: every GPU profile)")
     parser.add_argument("--baseline", default=None, help="a checkout of the version to compare with")
     args = parser.parse_args()
+    unknown = [p for p in (args.profiles or "").split(",") if p and p not in gpu_profiles()]
+    if unknown:  # one line, before anything is rendered
+        parser.error(f"--profiles: not a GPU profile: {', '.join(unknown)} (known: {', '.join(gpu_profiles())})")
     if args.baseline:
         BASELINE.append(str(Path(args.baseline).resolve()))
     global PYCACHE

@@ -87,6 +87,9 @@ def main() -> int:
     parser.add_argument("--baseline", default=None, help="a checkout of the version to compare with")
     args = parser.parse_args()
     profiles = [p for p in args.profiles.split(",") if p]
+    unknown = [p for p in profiles if p not in builtin_profile_names()]
+    if unknown:  # one line, before anything is rendered (the render's own error went to DEVNULL)
+        parser.error(f"--profiles: unknown profile {', '.join(unknown)} (known: {', '.join(builtin_profile_names())})")
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("JOULECTL_ROOT", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)

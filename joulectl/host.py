@@ -332,9 +332,9 @@ class Host:
 
     # -- reads and writes -----------------------------------------------------------------
 
-    def read(self, host_path: str, *, limit: int = MAX_ATTR_BYTES, truncate: bool = False) -> str:
+    def read(self, host_path: str, *, limit: int = MAX_ATTR_BYTES) -> str:
         """Read a file as text (invalid UTF-8 replaced): :meth:`_read_bytes`, decoded."""
-        return self._read_bytes(host_path, limit=limit, truncate=truncate).decode("utf-8", errors="replace")
+        return self._read_bytes(host_path, limit=limit).decode("utf-8", errors="replace")
 
     def read_bytes(self, host_path: str) -> bytes:
         """A file's bytes as :meth:`read` reads them (its errors too), not decoded: a large text
@@ -423,7 +423,7 @@ class Host:
         try:
             if type(self).read is not Host.read:  # a test double's read (faults, counting): as it reads
                 return self.read(host_path)[:size]
-            return self.read(host_path, limit=size, truncate=True)
+            return self._read_bytes(host_path, limit=size, truncate=True).decode("utf-8", errors="replace")
         except HostIOError:
             return ""
 
