@@ -61,6 +61,17 @@ def _special(value: Any) -> bool:
                 is typing.ClassVar))
 
 
+def _names_special(annotation: str, ns: dict[str, Any]) -> bool:
+    """Whether the string ``annotation``'s leading name (``ClassVar``, ``dataclasses.KW_ONLY``...),
+    looked up in the class's module namespace ``ns`` as dataclass looks it up, is :func:`_special`."""
+    match = _LEADING.match(annotation)
+    if match is None:
+        return False
+    head, leading = match.group(1), match.group(2)
+    owner = ns.get(head) if head else None  # ``dataclasses.KW_ONLY``: looked up in that module
+    return _special(ns.get(leading)) or (isinstance(owner, type(sys)) and _special(vars(owner).get(leading)))
+
+
 def _plain_annotations(cls: type) -> dict[str, str]:
     """Replace, in ``cls.__annotations__``, each string annotation whose leading name is none of
     those :func:`_special` names by a non-string (``object``), and return the originals.
@@ -77,14 +88,8 @@ def _plain_annotations(cls: type) -> dict[str, str]:
     ns = module.__dict__
     swapped: dict[str, str] = {}
     for name, annotation in annotations.items():
-        if not isinstance(annotation, str):
+        if not isinstance(annotation, str) or _names_special(annotation, ns):
             continue
-        match = _LEADING.match(annotation)
-        if match is not None:
-            head, leading = match.group(1), match.group(2)
-            owner = ns.get(head) if head else None  # ``dataclasses.KW_ONLY``: looked up in that module
-            if _special(ns.get(leading)) or (isinstance(owner, type(sys)) and _special(vars(owner).get(leading))):
-                continue
         swapped[name] = annotation
         annotations[name] = object
     return swapped
@@ -139,13 +144,7 @@ def _plain_fields(cls: type) -> tuple[dataclasses.Field[Any], ...] | None:
             if annotation in plain:
                 continue
             plain.add(annotation)
-            match = _LEADING.match(annotation)
-            if match is None:
-                continue
-            head, leading = match.group(1), match.group(2)
-            owner = ns.get(head) if head else None
-            if module is None or _special(ns.get(leading)) or (
-                    isinstance(owner, type(sys)) and _special(vars(owner).get(leading))):
+            if module is None or _names_special(annotation, ns):
                 return None
         elif _special(annotation):
             return None
