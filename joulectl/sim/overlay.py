@@ -232,7 +232,7 @@ def lower_layer(root: str, t: Template, key: str, profile: str) -> str:
     from joulectl.sim.room import write_error
     from joulectl.sim.tree import write_layout
 
-    path = os.path.join(layers(root), "lower", key)
+    path = room.lower_path(root, key)
     if os.path.isdir(path):
         return path
     tmp = f"{path}.{os.getpid()}.rendering"

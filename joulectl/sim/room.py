@@ -22,6 +22,12 @@ from joulectl.sim.template import node_files, template
 #: Under a render root: overlay trees' layers (:data:`joulectl.sim.overlay.LAYERS_DIR`).
 LAYERS_DIR = ".joulectl-layers"
 
+
+def lower_path(root: str, key: str) -> str:
+    """``DIR/.joulectl-layers/lower/<key>``: the lower layer of the profile whose hash is ``key``
+    (:func:`joulectl.sim.overlay.lower_layer` writes it; here, where the room check looks for it)."""
+    return os.path.join(root, LAYERS_DIR, "lower", key)
+
 if TYPE_CHECKING:
     from joulectl.sim.tree import RenderError
 
@@ -48,7 +54,7 @@ def need(fresh: list[SpecNode], per_profile: dict[str, int], *, overlay_root: st
             sigs = sum(len(d) + 23 for d in t.dirs)  # the signatures' ``"<dir>":<mtime_ns>,`` each directory
             own_data = sum(len(d) for _, d, _ in own)
             if overlay_root is not None:
-                if not os.path.isdir(os.path.join(overlay_root, LAYERS_DIR, "lower", key)):
+                if not os.path.isdir(lower_path(overlay_root, key)):
                     inodes += 1 + layout[0] + len(t.symlinks)  # the lower layer, once
                     data += layout[1]
                 parents = {os.path.dirname(rel) for rel, _, _ in own}
