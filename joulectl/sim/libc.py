@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
-__all__ = ["MNT_DETACH", "detach", "libc"]
+__all__ = ["MNT_DETACH", "detach", "libc", "mount"]
 
 #: ``umount2`` flag: detach now, let the mount go once nothing uses it.
 MNT_DETACH = 2
@@ -25,10 +26,22 @@ def libc() -> Any:
     return _LIBC
 
 
+def _errno() -> int:
+    import ctypes
+
+    return ctypes.get_errno()
+
+
+def mount(source: str, target: str, fstype: str, options: str) -> int:
+    """``mount(source, target, fstype, 0, options)``: 0, or the kernel's errno when refused (the
+    caller tells its cases apart: a retry without an option, a message per errno)."""
+    if libc().mount(os.fsencode(source), os.fsencode(target), os.fsencode(fstype), 0, os.fsencode(options)) == 0:
+        return 0
+    return _errno() or errno.EIO  # (a failure that left no errno is still one)
+
+
 def detach(path: str) -> None:
     """``umount2(path, MNT_DETACH)``; an :class:`OSError` with the kernel's errno when refused."""
     if libc().umount2(os.fsencode(path), MNT_DETACH) != 0:
-        import ctypes
-
-        err = ctypes.get_errno()
+        err = _errno()
         raise OSError(err, os.strerror(err), path)

@@ -117,16 +117,13 @@ def mount_node(root: str, name: str, target: str) -> None:
     # The kernel leaves ``work/work/incompat/volatile`` at every mount and refuses the next one
     # while it is there (the layer may have lost unsynced writes in a crash, as a plain tree may).
     shutil.rmtree(f"{layer}/work/work/incompat", ignore_errors=True)
-    c = libc.libc()
-    import ctypes
-
     err = 0
     for extra in (",volatile", ""):  # (Linux before 5.10 has no volatile)
-        if c.mount(b"overlay", os.fsencode(target), b"overlay", 0, os.fsencode(options + extra)) == 0:
-            return
-        err = ctypes.get_errno()
+        err = libc.mount("overlay", target, "overlay", options + extra)
         if err != errno.EINVAL:
             break
+    if not err:
+        return
     why = os.strerror(err)
     if err in (errno.EPERM, errno.EACCES):
         raise RefusedError(f"{target}: cannot mount node {name}'s overlay ({why}): overlay trees need the "
