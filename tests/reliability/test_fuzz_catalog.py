@@ -73,9 +73,12 @@ def _normalize_by_patterns(name: str) -> str:
 
 
 @FUZZ
-@given(model_names | st.text(alphabet="()-_/,rRtTmM®™ \t\n\x0b\x1c\u00a0\u2003\u3000aZ0", max_size=24))
+@given(model_names | st.text(alphabet="()-_/,rRtTmM®™ \t\n\x0b\x1c\u00a0\u2003\u3000aZ0\x00", max_size=24))
 def test_normalize_is_what_the_patterns_made(name: str) -> None:
-    # separators, marks and every kind of white space (Unicode's too): the same form as before
+    # separators, marks and every kind of white space (Unicode's too), a NUL: the same form as before
     assert catalog.normalize(name) == _normalize_by_patterns(name)
-    for tricky in ("((tm)r)", "(t(r)m)", "Intel(R) Xeon(R)\u00a0Gold", "NVIDIA  H100--SXM5_80GB"):
+    # a removal that makes a new mark of its neighbours ("(r(tm))" -> "(r)"), which the pattern's
+    # single scan leaves: the marks are dropped as they stood
+    for tricky in ("((tm)r)", "(t(r)m)", "(r(tm))", "((r)tm)", "(®r)", "(t™m)", "(r\x00(tm))",
+                   "Intel(R) Xeon(R)\u00a0Gold", "NVIDIA  H100--SXM5_80GB"):
         assert catalog.normalize(tricky) == _normalize_by_patterns(tricky)
