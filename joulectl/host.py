@@ -119,6 +119,10 @@ def _check_regular(fd: int, label: str, path: str | None = None) -> int:
     return st.st_size
 
 
+class _LinkLoop(Exception):
+    """A symlink met again while :meth:`Host._follow` resolves it (a loop: ``realpath`` answers)."""
+
+
 class ToolError(Exception):
     """A vendor tool could not be run to completion."""
 
@@ -194,6 +198,8 @@ class Host:
     #: Host paths this run refused because they resolve outside the root (for the exit code).
     escapes: list[str] = field(default_factory=list)
     _dir_cache: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: The symlinks :meth:`_follow` is resolving (a loop among them is found, not followed forever).
+    _following: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -268,7 +274,47 @@ class Host:
             link = stat.S_ISLNK(os.lstat(candidate).st_mode)
         except OSError:
             return candidate  # missing: realpath keeps such a component as it is
-        return os.path.realpath(candidate) if link else candidate
+        return self._follow(candidate) if link else candidate
+
+    def _follow(self, link: str) -> str:
+        """``realpath(link)`` of a symlink whose directory is resolved, from the cache.
+
+        A relative target whose ``..`` all lead (sysfs's ``../../devices/...``) is resolved from the
+        link's directory, which holds no symlink, so those ``..`` are lexical; its other components
+        go through :meth:`_resolved_dir`, one ``lstat`` each where not cached already. ``realpath``
+        stats every component from ``/`` again, ten for each PCI device and powercap zone of a
+        node (50 us a link). An absolute target, a ``..`` after a name (the name may be a link),
+        a target outside the root, a loop: ``realpath`` itself answers."""
+        if link in self._following:
+            raise _LinkLoop(link)
+        try:
+            target = os.readlink(link)
+        except OSError:
+            return os.path.realpath(link)
+        parts = [part for part in target.split("/") if part and part != "."]
+        up = 0
+        while up < len(parts) and parts[up] == "..":
+            up += 1
+        rest = parts[up:]
+        if target.startswith("/") or ".." in rest:
+            return os.path.realpath(link)
+        base = os.path.dirname(link)
+        for _ in range(up):
+            base = os.path.dirname(base)
+        joined = (base.rstrip(os.sep) + os.sep + os.sep.join(rest)) if rest else base
+        root = self._real_root
+        if joined != root and not joined.startswith(root + os.sep):
+            return os.path.realpath(link)
+        outermost = not self._following
+        self._following.add(link)
+        try:
+            return self._resolved_dir(joined)
+        except _LinkLoop:
+            if outermost:  # nothing of the loop was cached (an exception leaves no entry)
+                return os.path.realpath(link)
+            raise
+        finally:
+            self._following.discard(link)
 
     def _checked(self, host_path: str) -> str:
         """``path()``, refusing a symlink that resolves outside the root."""
@@ -279,7 +325,7 @@ class Host:
         head, tail = os.path.split(real)
         resolved = os.path.join(self._resolved_dir(head), tail) if tail else self._resolved_dir(head)
         if tail and os.path.islink(resolved):
-            resolved = os.path.realpath(resolved)
+            resolved = self._follow(resolved)
         if resolved != self._real_root and not resolved.startswith(self._real_root + os.sep):
             if host_path not in self.escapes:
                 self.escapes.append(host_path)

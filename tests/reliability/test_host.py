@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import stat
 from pathlib import Path
 
@@ -284,3 +285,69 @@ def test_read_head_of_a_procfs_file_reads_past_its_first_page() -> None:
     with open("/proc/kallsyms", "rb") as fh:
         want = fh.read(20_000)
     assert Host("/").read_head("/proc/kallsyms", 20_000) == want.decode("utf-8", errors="replace")
+
+
+def _link_tree(top: Path, rng: random.Random) -> tuple[Path, list[str]]:
+    """A root of nested directories and ten symlinks of every shape: leading ``..`` (sysfs's),
+    a ``..`` after a name, absolute, ``.`` components, chains, loops, targets missing or outside."""
+    root = top / "root"
+    (top / "outside" / "x").mkdir(parents=True)
+    dirs = [""]
+    for i in range(4):
+        d = os.path.join(rng.choice(dirs), f"d{i}")
+        (root / d).mkdir(parents=True, exist_ok=True)
+        dirs.append(d)
+    links: list[str] = []
+    for i in range(10):
+        d = rng.choice(dirs)
+        depth = d.count("/") + (1 if d else 0)
+        kind = rng.random()
+        if kind < 0.4:
+            target = "../" * rng.randint(0, depth + 1) + rng.choice([*dirs, *(f"l{j}" for j in range(10)), "missing"])
+        elif kind < 0.55:
+            target = f"{rng.choice([*dirs, *(f'l{j}' for j in range(10))])}/../{rng.choice(dirs)}"  # (a link's ..)
+        elif kind < 0.65:
+            target = rng.choice(["/tmp", f"{root}/d0", "/nonexistent"])
+        elif kind < 0.9:  # a sibling link: chains, and loops of two or three
+            target = rng.choice([f"l{rng.randint(0, 9)}", f"./l{rng.randint(0, 9)}/./"])
+        else:
+            target = "../" * (depth + 2) + "outside/x"
+        link = root / d / f"l{i}"
+        if not os.path.lexists(link):
+            link.symlink_to(target or ".")
+            links.append(os.path.join(d, f"l{i}"))
+    return root, links
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_paths_resolve_as_realpath_resolves_them(tmp_path: Path, chunk: int) -> None:
+    # The Host resolves a link's target from its cache of resolved directories (not realpath's
+    # stat of every component from /): the same answer as realpath for every shape of link, in
+    # any order of lookups, and the same refusal where the answer is outside the root. 400 trees.
+    # Through a symlink loop realpath gives up and returns the rest of the path unresolved, an
+    # answer that depends on where the loop was entered (and may hide a link out of the root
+    # behind it): there the Host's answer is only held to be inside the root or refused.
+    for seed in range(chunk * 100, chunk * 100 + 100):
+        rng = random.Random(seed)
+        root, links = _link_tree(tmp_path / str(seed), rng)
+        real_root = os.path.realpath(root)
+        paths = [*links, *(f"{n}/leaf" for n in links), *(f"{n}/l{rng.randint(0, 9)}/x" for n in links)]
+        rng.shuffle(paths)
+        host = Host(str(root))
+        for path in paths:
+            host_path = "/" + path.lstrip("/")
+            want = os.path.realpath(real_root + host_path)
+            try:
+                os.path.realpath(real_root + host_path, strict=True)
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    try:
+                        assert host.realpath(host_path).startswith("/")
+                    except ConfinementError:
+                        pass
+                    continue
+            if want == real_root or want.startswith(real_root + os.sep):
+                assert host.realpath(host_path) == (want[len(real_root):] or "/"), (seed, host_path, want)
+            else:
+                with pytest.raises(ConfinementError):
+                    host.realpath(host_path)
