@@ -377,17 +377,19 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
         values = [by_name[n] for n in names]
     else:
         values = [host.read_values(p, wanted) for p in dirs]
-    ints: dict[str, int | None] = {}  # policies repeat their clocks: each text parsed once
+    ints: dict[str | None, int | None] = {None: None, "": None}  # policies repeat their clocks: each text parsed once
 
     def num(text: str | None) -> int | None:
-        if text is None:
-            return None
-        if text not in ints:
-            try:
-                ints[text] = parse_sysfs_int(text)
-            except ValueError:
-                ints[text] = None
-        return ints[text]
+        try:
+            return ints[text]
+        except KeyError:
+            pass
+        try:
+            value: int | None = parse_sysfs_int(text)  # type: ignore[arg-type]  # (None and "" are in ints)
+        except ValueError:
+            value = None
+        ints[text] = value
+        return value
 
     def attr(leaf: str, base: str, got: dict[str, str | None]) -> str | None:
         """A leaf not read with the others (the first policy's, one per governor), or read."""
@@ -405,21 +407,24 @@ def read_policies(host: Host, *, details: bool = True) -> list[CpufreqPolicy]:
             driver = attr("scaling_driver", p, got)
             governors = (attr("scaling_available_governors", p, got) or "").split()
         governor = get("scaling_governor") or None
-        if governor not in epps_by_governor:
-            epps_by_governor[governor] = (attr("energy_performance_available_preferences", p, got) or "").split()
+        epps = epps_by_governor.get(governor)
+        if epps is None:
+            epps = epps_by_governor[governor] = \
+                (attr("energy_performance_available_preferences", p, got) or "").split()
         out.append(make({  # every field, in field order (record.maker: hundreds of policies)
             "name": name,
             "path": p,
-            "cpus": _cpus(attr("affected_cpus", p, got) or attr("related_cpus", p, got)) if details or i == 0 else [],
+            "cpus": _cpus(attr("affected_cpus", p, got) or attr("related_cpus", p, got))
+            if details or i == 0 else [],
             "driver": driver,
             "governor": governor,
-            "available_governors": list(governors),
+            "available_governors": governors[:],
             "epp": get("energy_performance_preference") or None,
-            "available_epp": list(epps_by_governor[governor]),
-            "min_khz": num(get("cpuinfo_min_freq") or None),
-            "max_khz": num(get("cpuinfo_max_freq") or None),
-            "base_khz": num(get("base_frequency") or None),
-            "cur_khz": num(get("scaling_cur_freq") or None) if details else None,
+            "available_epp": epps[:],
+            "min_khz": num(get("cpuinfo_min_freq")),
+            "max_khz": num(get("cpuinfo_max_freq")),
+            "base_khz": num(get("base_frequency")),
+            "cur_khz": num(get("scaling_cur_freq")) if details else None,
             "layout": layout,
         }))
     return out
