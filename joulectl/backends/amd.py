@@ -27,8 +27,6 @@ Per PCI function ``/sys/bus/pci/devices/<bdf>/``: the hwmon whose ``name`` is ``
 
 from __future__ import annotations
 
-import re
-
 from joulectl.backends.base import WriteOutcome
 from joulectl.backends.pci import (
     VENDOR_AMD,
@@ -57,8 +55,7 @@ DEVICE_NAMES = {
     0x7550: "AMD Radeon RX 9070/9070 XT",
 }
 
-#: (``[mM][hH][zZ]``: what IGNORECASE matches for these letters, without its slower compile)
-#: Compiled at its first use (``re``'s cache), not at import: this module is loaded on every host.
+#: One DPM level line: read by :func:`_dpm_level` as this pattern reads it, without compiling it.
 _LEVEL = r"^\s*(\d+)\s*:\s*(\d+)\s*[mM][hH][zZ]\s*(\*)?"
 
 __all__ = ["discover", "is_available", "parse_dpm_levels", "set_caps", "vendor"]
@@ -85,14 +82,42 @@ def parse_dpm_levels(text: str) -> tuple[list[int], int | None]:
     levels: list[int] = []
     current = None
     for line in text.splitlines():
-        m = re.match(_LEVEL, line)
-        if not m:
+        level = _dpm_level(line)
+        if level is None:
             continue
-        mhz = int(m.group(2))
+        mhz, star = level
         levels.append(mhz)
-        if m.group(3):
+        if star:
             current = mhz
     return levels, current
+
+
+def _dpm_level(line: str) -> tuple[int, bool] | None:
+    """(MHz, current) of one ``pp_dpm_*`` line as :data:`_LEVEL` matches it (its second and third
+    groups), else None, without compiling the pattern (0.2 ms of every AMD discover; a test holds
+    the two equal): blanks (Unicode's, as ``\\s``), decimal digits (Unicode's, as ``\\d``), blanks,
+    ``:``, blanks, digits, blanks, ``MHz`` in any case, blanks, an optional ``*``; anything after."""
+    text = line.lstrip()
+    end = len(text)
+    at = 0
+    while at < end and text[at].isdecimal():
+        at += 1
+    if at == 0:
+        return None
+    rest = text[at:].lstrip()
+    if rest[:1] != ":":
+        return None
+    rest = rest[1:].lstrip()
+    end = len(rest)
+    at = 0
+    while at < end and rest[at].isdecimal():
+        at += 1
+    if at == 0:
+        return None
+    unit = rest[at:].lstrip()
+    if unit[:1] not in ("m", "M") or unit[1:2] not in ("h", "H") or unit[2:3] not in ("z", "Z"):
+        return None
+    return int(rest[:at]), unit[3:].lstrip()[:1] == "*"
 
 
 #: What discover reads of each GPU, by directory, in one batch each (``Host.read_values``).

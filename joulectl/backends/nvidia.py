@@ -57,8 +57,10 @@ INVENTORY_FIELDS = ("pci.bus_id", "uuid", "power.min_limit", "power.max_limit", 
                     "name")
 INVENTORY_ARGV = (SMI, f"--query-gpu={','.join(INVENTORY_FIELDS)}", "--format=csv,noheader,nounits")
 
-#: Compiled at its first use (``re``'s cache), not at import: this module is loaded on every host.
+#: A number and its unit, as nvidia-smi prints them: read by :func:`_number_text`, without
+#: compiling it (0.15 ms of every NVIDIA discover; a test holds the function to the pattern).
 _NUMBER = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$"
+_UNIT_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 __all__ = ["discover", "is_available", "parse_smi_csv", "parse_smi_xml", "parse_value", "set_caps", "transport",
            "vendor"]
@@ -99,13 +101,31 @@ def parse_value(value: str | None) -> float | None:
     """``700.00 W``, ``1980 MHz``, ``350`` -> the number; tokens (``N/A``, ``[N/A]``,
     ``[Not Supported]``, ``Unknown Error``...), numbers too large for a float (a 400-digit
     clock) and anything else -> None."""
-    if value is None:
+    text = None if value is None else _number_text(value)
+    if text is None:
         return None
-    m = re.match(_NUMBER, value)
-    if not m:
-        return None
-    number = float(m.group(1))
+    number = float(text)
     return number if math.isfinite(number) else None
+
+
+def _number_text(value: str) -> str | None:
+    """The number of ``value`` as :data:`_NUMBER` matches it (its first group), else None: blanks
+    (Unicode's, as ``\\s``), a sign, decimal digits (Unicode's, as ``\\d``), an optional fraction,
+    blanks, ASCII letters, blanks, the end."""
+    text = value.strip()
+    end = len(text)
+    at = 1 if text[:1] in ("+", "-") else 0
+    digits = at
+    while digits < end and text[digits].isdecimal():
+        digits += 1
+    if digits == at:
+        return None
+    if digits + 1 < end and text[digits] == "." and text[digits + 1].isdecimal():
+        digits += 2
+        while digits < end and text[digits].isdecimal():
+            digits += 1
+    unit = text[digits:].lstrip()
+    return text[:digits] if _UNIT_LETTERS.issuperset(unit) else None
 
 
 def _control(min_w: float | None, max_w: float | None, cap_w: float | None, managed: bool | None) -> Control:
@@ -119,7 +139,7 @@ def _control(min_w: float | None, max_w: float | None, cap_w: float | None, mana
 
 
 def _arch(value: str | None) -> str | None:
-    if not value or re.match(_NUMBER, value) or value.strip().startswith(("[", "N/A")):
+    if not value or _number_text(value) is not None or value.strip().startswith(("[", "N/A")):
         return None
     return value.strip().lower().replace(" ", "_")
 

@@ -107,7 +107,20 @@ def architecture_key(device: GpuDevice) -> str | None:
         arch = entry.architecture if entry else None
     if not arch:
         return None
-    return re.sub(r"[\s\-]+", "_", arch.strip().lower())
+    return _underscored(arch.strip().lower())
+
+
+def _underscored(text: str) -> str:
+    """``re.sub(r"[\\s\\-]+", "_", text)`` without compiling the pattern: every run of blanks
+    (Unicode's, as ``\\s``) and hyphens one ``_`` (a test holds the two equal)."""
+    spaced = text.replace("-", " ")
+    words = spaced.split()
+    out = "_".join(words)
+    if spaced[:1].isspace():
+        out = "_" + out
+    if words and spaced[-1:].isspace():
+        out += "_"
+    return out
 
 
 def eligibility(device: GpuDevice) -> str | None:

@@ -9,7 +9,6 @@ Renderings: :func:`node_hardware` (a ``joulie.io/v1alpha1`` NodeHardware object,
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -36,12 +35,12 @@ __all__ = [
 
 # -- NodeHardware ------------------------------------------------------------------------------------
 
-_NAME_CHARS = re.compile(r"[._/]")
+_NAME_CHARS = str.maketrans("._/", "---")
 
 
 def sanitize_name(node: str) -> str:
     """The object name Joulie's agent uses: lowercase, ``.``, ``_`` and ``/`` turned into ``-``."""
-    return _NAME_CHARS.sub("-", node.lower())
+    return node.lower().translate(_NAME_CHARS)
 
 
 def _clean(value: Any) -> Any:
