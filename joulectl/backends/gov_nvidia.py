@@ -45,7 +45,6 @@ from joulectl.backends.base import (
     preset_of,
     verified,
 )
-from joulectl.backends.nvidia_clock_io import Transport, transport
 from joulectl.backends.nvidia_clocks import (
     ClockLock,
     ClockSample,
@@ -58,7 +57,8 @@ from joulectl.backends.nvidia_clocks import (
 from joulectl.host import Host
 from joulectl.models import GPU_PRESETS, OK_STATUSES, DeviceResult, GpuDevice, Status
 
-if TYPE_CHECKING:  # the journal is imported by the runs that write, not by discover's presets
+if TYPE_CHECKING:  # the journal and the clock I/O are imported by the runs that use them, not by discover's presets
+    from joulectl.backends.nvidia_clock_io import Transport
     from joulectl.ops.journal import Intent, Journal
 
 # -- the governor contract ------------------------------------------------------------------------
@@ -134,6 +134,8 @@ class NvidiaGovernor:
     @property
     def transport(self) -> Transport:
         if self._transport is None:
+            from joulectl.backends.nvidia_clock_io import transport
+
             self._transport = transport(self.host)
         return self._transport
 
