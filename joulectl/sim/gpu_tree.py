@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
+from functools import lru_cache
 from typing import Any
 
 from joulectl.sim import sysfs_abi as abi
@@ -227,6 +229,21 @@ def nvidia(t: Template, prof: Profile) -> None:
     t.nvml = nvml_document(prof)
 
 
+@lru_cache(maxsize=1)
+def awk_with_strftime() -> str | None:
+    """The path of an ``awk`` that has ``strftime`` (mawk since 2012, gawk, busybox; not the one
+    true awk), probed once a process, else None (the shell then runs ``date`` and ``cat``)."""
+    awk = shutil.which("awk")
+    if awk is None or "'" in awk or "\n" in awk:
+        return None
+    try:
+        r = subprocess.run([awk, 'BEGIN { printf "%s", strftime("%Y", 0) }'], capture_output=True, timeout=10,
+                           env={**os.environ, "LC_ALL": "C", "TZ": "UTC"}, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return awk if r.returncode == 0 and r.stdout == b"1970" else None
+
+
 def tool_script(tool: str) -> bytes:
     if tool == "nvidia-smi":
         # a POSIX sh fast path for the read-only queries joulectl sends, then the Python tool
@@ -237,7 +254,7 @@ def tool_script(tool: str) -> bytes:
         tools = {name: path for name, path in found.items() if path} if all(found.values()) else None
         if date and cat and os.path.isfile("/bin/sh"):
             try:
-                return launcher(sys.executable, _PKG_PARENT, date, cat, tools)
+                return launcher(sys.executable, _PKG_PARENT, date, cat, tools, awk_with_strftime())
             except ValueError:  # a path the script cannot quote: the Python tool alone
                 pass
     return (

@@ -118,6 +118,12 @@ def test_shell_answers_are_the_python_tools(trees: dict[str, Path], name: str) -
     inv, who = smi(tree, *INV)
     assert who == "shell"
     assert inv == python_tool(tree, *INV) and inv.count("\n") == {"l40s": 4}.get(name, 8)
+    qx = shell_qx(tree)
+    assert qx.count("<gpu id=") == {"l40s": 4}.get(name, 8)
+
+
+def shell_qx(tree: Path) -> str:
+    """The ``-q -x`` answer the shell prints: the prepared one with the current local time."""
     before = time.time()
     qx, who = smi(tree, *QX)
     after = time.time()
@@ -130,7 +136,50 @@ def test_shell_answers_are_the_python_tools(trees: dict[str, Path], name: str) -
     (stamp,) = TIMESTAMP.findall(qx)
     printed = time.mktime(time.strptime(stamp, "%a %b %d %H:%M:%S %Y"))
     assert int(before) <= printed <= after  # the current local time, not the answer's
-    assert qx.count("<gpu id=") == {"l40s": 4}.get(name, 8)
+    return qx
+
+
+def test_the_answer_is_printed_by_awk_where_it_has_strftime(trees: dict[str, Path]) -> None:
+    # Debian's mawk has strftime: one program prints the answer, not date and cat
+    from joulectl.sim.gpu_tree import awk_with_strftime
+
+    script = (trees["h100"] / "bin/nvidia-smi").read_text()
+    if shutil.which("mawk") or shutil.which("gawk"):
+        assert awk_with_strftime() is not None
+    if awk_with_strftime() is not None:
+        assert "strftime(" in script and "/date'" not in script.split("_pl()")[0]
+
+
+def test_without_an_awk_with_strftime_date_and_cat_print_the_answer(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from joulectl.sim import gpu_tree, template
+
+    monkeypatch.setattr(gpu_tree, "awk_with_strftime", lambda: None)
+    monkeypatch.setattr(template, "_TEMPLATES", {})  # the profile's layout made again, with this script
+    tree = render_one(tmp_path, "nvidia-h100-sxm-8gpu", "h")
+    script = (tree / "bin/nvidia-smi").read_text()
+    assert "strftime(" not in script and "/date'" in script
+    served_answers(tree)
+    assert shell_qx(tree).count("<gpu id=") == 8
+
+
+@pytest.mark.parametrize(("program", "found"), [
+    ("#!/bin/sh\necho 'awk: function strftime never defined' >&2\nexit 2\n", False),  # the one true awk
+    ("#!/bin/sh\nprintf 1971\n", False),  # a wrong answer
+    ("#!/bin/sh\nprintf 1970\n", True),
+])
+def test_an_awk_is_used_only_where_its_strftime_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        program: str, found: bool) -> None:
+    from joulectl.sim.gpu_tree import awk_with_strftime
+
+    (tmp_path / "awk").write_text(program)
+    (tmp_path / "awk").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    awk_with_strftime.cache_clear()
+    try:
+        assert awk_with_strftime() == (str(tmp_path / "awk") if found else None)
+    finally:
+        awk_with_strftime.cache_clear()
 
 
 def test_other_argument_lists_run_python(trees: dict[str, Path]) -> None:
