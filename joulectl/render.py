@@ -112,9 +112,7 @@ def table(
     stream = stream or sys.stdout
     cells = [["-" if c is None else str(c) for c in row] for row in rows]
     if not _headers:
-        from tabulate import tabulate
-
-        return tabulate(cells, tablefmt="plain", disable_numparse=True) + "\n" if cells else ""
+        return _plain(cells, ()) + "\n" if cells else ""
     if color_enabled(stream):
         from io import StringIO
 
@@ -136,12 +134,56 @@ def table(
         Console(file=buf, force_terminal=True, width=max(_term_width(), need), emoji=False, markup=False,
                 highlight=False).print(t)
         return buf.getvalue()
-    from tabulate import tabulate
-
-    text = tabulate(cells, headers=list(headers), tablefmt="plain", disable_numparse=True)
+    text = _plain(cells, headers)
     if title:
         text = f"{title}\n{text}"
     return text + "\n"
+
+
+def _plain(cells: list[list[str]], headers: Sequence[str]) -> str:
+    """``tabulate(cells, headers, tablefmt="plain", disable_numparse=True)``: every cell stripped
+    and left-aligned, a column as wide as its widest cell and its header plus two, columns two
+    spaces apart, each line without trailing blanks.
+
+    Written here for printable cells in rows as long as the headers (every table joulectl prints,
+    nearly always): tabulate 0.10 imports ``importlib.metadata`` and with it the email package,
+    zipfile, csv and sockets, 25-30 ms of CPU, a quarter of a cron run of ``discover`` or ``cap``
+    with the default output. Anything else (a control character, a multi-line or ragged cell, or
+    text beyond ASCII where the ``wcwidth`` package is installed: tabulate then measures wide
+    characters by it) is tabulate's, imported then; a test holds the two equal."""
+    ncols = len(headers) if headers else len(cells[0]) if cells else 0
+    texts = [*headers, *(text for row in cells for text in row)]
+    if not ncols or any(len(row) != ncols for row in cells) or not all(text.isprintable() for text in texts) \
+            or (not all(text.isascii() for text in texts) and _wcwidth_installed()):
+        from tabulate import tabulate
+
+        if headers:
+            return tabulate(cells, headers=list(headers), tablefmt="plain", disable_numparse=True)
+        return tabulate(cells, tablefmt="plain", disable_numparse=True)
+    rows = [[text.strip() for text in row] for row in cells]
+    widths = [max([len(headers[i]) + 2] if headers else [], default=0) for i in range(ncols)]
+    for row in rows:
+        widths = [max(width, len(text)) for width, text in zip(widths, row, strict=True)]
+    lines = [_line(list(headers), widths)] if headers else []
+    lines += [_line(row, widths) for row in rows]
+    return "\n".join(lines)
+
+
+_WCWIDTH: list[bool] = []
+
+
+def _wcwidth_installed() -> bool:
+    """Whether the ``wcwidth`` package tabulate measures text by is installed (looked up once)."""
+    if not _WCWIDTH:
+        from importlib.util import find_spec
+
+        _WCWIDTH.append(find_spec("wcwidth") is not None)
+    return _WCWIDTH[0]
+
+
+def _line(texts: list[str], widths: list[int]) -> str:
+    """One line of a plain table: each text left-aligned in its column, two spaces between."""
+    return "  ".join(text.ljust(width) for text, width in zip(texts, widths, strict=True)).rstrip()
 
 
 def _term_width() -> int:
