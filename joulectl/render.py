@@ -161,7 +161,7 @@ def _plain(cells: list[list[str]], headers: Sequence[str]) -> str:
             return tabulate(cells, headers=list(headers), tablefmt="plain", disable_numparse=True)
         return tabulate(cells, tablefmt="plain", disable_numparse=True)
     rows = [[text.strip() for text in row] for row in cells]
-    widths = [max([len(headers[i]) + 2] if headers else [], default=0) for i in range(ncols)]
+    widths = [len(header) + 2 for header in headers] if headers else [0] * ncols
     for row in rows:
         widths = [max(width, len(text)) for width, text in zip(widths, row, strict=True)]
     lines = [_line(list(headers), widths)] if headers else []

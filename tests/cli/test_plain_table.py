@@ -71,7 +71,8 @@ def test_wide_characters_are_measured_as_tabulate_measures_them(monkeypatch: pyt
     monkeypatch.setattr("tabulate.tabulate", lambda *a, **k: called.append(a) or "T")
     assert render._plain(rows, ["H", "Y"]) == "T" and called
     monkeypatch.setattr(render, "_WCWIDTH", [False])
-    assert render._plain(rows, ["H", "Y"]) == "H    Y\n\u65e5\u672c   b\nx    \u2013560 W" == _tabulate(rows, ["H", "Y"])
+    text = render._plain(rows, ["H", "Y"])
+    assert text == "H    Y\n\u65e5\u672c   b\nx    \u2013560 W" == _tabulate(rows, ["H", "Y"])
 
 
 def test_a_table_off_a_terminal_does_not_import_tabulate(tmp_path: object) -> None:
