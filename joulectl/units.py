@@ -51,6 +51,16 @@ def parse_sysfs_int(text: str, *, base: int = 10, limit: int = MAX_SYSFS_INT) ->
     return value
 
 
+def decimals_end(text: str, start: int = 0) -> int:
+    """The end of the run of decimal digits (Unicode's, as a pattern's ``\\d`` reads them) that
+    starts at ``start`` of ``text``: ``start`` itself when there is none. The backends read names
+    and values with it where a compiled pattern would cost each run its compile."""
+    end = start
+    while end < len(text) and text[end].isdecimal():
+        end += 1
+    return end
+
+
 def uw_to_w(uw: float) -> float:
     """Microwatts (sysfs hwmon, powercap) to watts."""
     return uw / UW_PER_W

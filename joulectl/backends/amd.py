@@ -36,7 +36,7 @@ from joulectl.backends.pci import (
 )
 from joulectl.host import Host
 from joulectl.models import Control, GpuDevice, PowerRange, Status
-from joulectl.units import MAX_POWER_UW, parse_sysfs_int, uw_to_w
+from joulectl.units import MAX_POWER_UW, decimals_end, parse_sysfs_int, uw_to_w
 
 vendor = "amd"
 
@@ -98,20 +98,14 @@ def _dpm_level(line: str) -> tuple[int, bool] | None:
     the two equal): blanks (Unicode's, as ``\\s``), decimal digits (Unicode's, as ``\\d``), blanks,
     ``:``, blanks, digits, blanks, ``MHz`` in any case, blanks, an optional ``*``; anything after."""
     text = line.lstrip()
-    end = len(text)
-    at = 0
-    while at < end and text[at].isdecimal():
-        at += 1
+    at = decimals_end(text)
     if at == 0:
         return None
     rest = text[at:].lstrip()
     if rest[:1] != ":":
         return None
     rest = rest[1:].lstrip()
-    end = len(rest)
-    at = 0
-    while at < end and rest[at].isdecimal():
-        at += 1
+    at = decimals_end(rest)
     if at == 0:
         return None
     unit = rest[at:].lstrip()

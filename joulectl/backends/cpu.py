@@ -40,7 +40,7 @@ from joulectl.errors import ConfinementError
 from joulectl.host import Host, HostIOError
 from joulectl.models import Control, CpufreqPolicy, CpuInventory, PowercapConstraint, PowercapZone, PowerRange, Status
 from joulectl.record import maker
-from joulectl.units import MAX_POWER_UW, khz_to_mhz, parse_sysfs_int, uw_to_w
+from joulectl.units import MAX_POWER_UW, decimals_end, khz_to_mhz, parse_sysfs_int, uw_to_w
 
 POWERCAP = "/sys/class/powercap"
 CPUFREQ = "/sys/devices/system/cpu/cpufreq"
@@ -68,9 +68,7 @@ def _package_number(name: str) -> int | None:
     """N of a zone name ``package-N...``, as ``^package-(\\d+)`` reads it (Unicode digits too), else None."""
     if not name.startswith("package-"):
         return None
-    end = 8
-    while end < len(name) and name[end].isdecimal():
-        end += 1
+    end = decimals_end(name, 8)
     return int(name[8:end]) if end > 8 else None
 
 

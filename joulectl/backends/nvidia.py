@@ -35,7 +35,7 @@ from joulectl.backends.base import PRIVILEGE_HINT, BackendUnavailable, WriteOutc
 from joulectl.backends.pci import VENDOR_NVIDIA, fmt_w, gpu_functions, range_text, smi_bus_id
 from joulectl.host import Host, ToolError, ToolResult
 from joulectl.models import Control, GpuDevice, PowerRange, Status
-from joulectl.units import mw_to_w, w_to_mw
+from joulectl.units import decimals_end, mw_to_w, w_to_mw
 
 if TYPE_CHECKING:
     from joulectl.backends.nvml import Nvml
@@ -113,17 +113,12 @@ def _number_text(value: str) -> str | None:
     (Unicode's, as ``\\s``), a sign, decimal digits (Unicode's, as ``\\d``), an optional fraction,
     blanks, ASCII letters, blanks, the end."""
     text = value.strip()
-    end = len(text)
     at = 1 if text[:1] in ("+", "-") else 0
-    digits = at
-    while digits < end and text[digits].isdecimal():
-        digits += 1
+    digits = decimals_end(text, at)
     if digits == at:
         return None
-    if digits + 1 < end and text[digits] == "." and text[digits + 1].isdecimal():
-        digits += 2
-        while digits < end and text[digits].isdecimal():
-            digits += 1
+    if text[digits:digits + 1] == "." and decimals_end(text, digits + 1) > digits + 1:
+        digits = decimals_end(text, digits + 1)
     unit = text[digits:].lstrip()
     return text[:digits] if _UNIT_LETTERS.issuperset(unit) else None
 
